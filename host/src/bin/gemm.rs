@@ -1,0 +1,286 @@
+//! `gemm`: multiplies random matrices on the GPU or the CPU, times it, and checks the result
+//! against the f64 reference; `gemm selftest` runs the correctness suite.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sgemm::{Backend, Engine, Error, Gpu, MatMut, MatRef, check, reference};
+
+#[derive(Parser)]
+#[command(name = "gemm", version, about = "Single-precision GEMM on the GPU (Rust kernels) or the CPU")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the correctness suite on every kernel of the backend (odd shapes, alpha/beta,
+    /// padded leading dimensions, beta = 0 with NaN in C).
+    Selftest {
+        /// auto, cpu or gpu.
+        #[arg(long, default_value = "auto")]
+        backend: Backend,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Rows of A and C.
+    #[arg(long, default_value_t = 4096)]
+    m: usize,
+    /// Columns of B and C (default: --m).
+    #[arg(long)]
+    n: Option<usize>,
+    /// Columns of A, rows of B (default: --m).
+    #[arg(long)]
+    k: Option<usize>,
+    /// auto (the GPU if there is one, else the CPU), cpu or gpu.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// A kernel name (see --list-kernels), or `all` for every kernel of the backend.
+    #[arg(long)]
+    kernel: Option<String>,
+    #[arg(long, default_value_t = 1.0)]
+    alpha: f32,
+    #[arg(long, default_value_t = 0.0)]
+    beta: f32,
+    /// Timed repetitions (after one warm-up run).
+    #[arg(long, default_value_t = 10)]
+    iters: usize,
+    /// Skip the comparison with the f64 reference.
+    #[arg(long)]
+    no_check: bool,
+    /// List the backend's kernels and exit.
+    #[arg(long)]
+    list_kernels: bool,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Also time cuBLAS SGEMM (FP32, no TF32) on the same buffers (GPU, feature `cublas`).
+    #[arg(long)]
+    peer: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Some(Command::Selftest { backend }) => selftest(backend),
+        None => run(&cli.run),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Opens the backend and says which one runs, and why when `auto` fell back to the CPU.
+fn open(backend: Backend) -> Result<Engine, Error> {
+    let engine = Engine::new(backend)?;
+    match (engine.gpu(), engine.fallback_reason()) {
+        (Some(gpu), _) => {
+            let info = gpu.info();
+            let (major, minor) = info.compute_capability;
+            println!(
+                "backend: gpu: {} (compute {major}.{minor}, {} SMs, {} PTX)",
+                info.name, info.sm_count, info.ptx_arch
+            );
+        }
+        (None, Some(reason)) => println!("backend: cpu ({reason}; running on the CPU)"),
+        (None, None) => println!("backend: cpu"),
+    }
+    Ok(engine)
+}
+
+fn selftest(backend: Backend) -> Result<bool, Error> {
+    let engine = open(backend)?;
+    let cases = check::cases().len();
+    let mut all_passed = true;
+    for name in engine.kernel_names() {
+        let started = Instant::now();
+        let (failures, worst) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            engine.gemm(Some(name), alpha, a, b, beta, c)
+        });
+        let secs = started.elapsed().as_secs_f64();
+        for f in &failures {
+            println!("FAIL {name}: {f}");
+        }
+        let passed = cases - failures.len();
+        println!(
+            "{name:<16} {passed} passed, {} failed (max normalized error {worst:.2e}, {secs:.1} s)",
+            failures.len()
+        );
+        all_passed &= failures.is_empty();
+    }
+    Ok(all_passed)
+}
+
+/// One timed result row.
+struct Row {
+    kernel: String,
+    median_ms: f64,
+    max_error: Option<f64>,
+}
+
+fn run(args: &RunArgs) -> Result<bool, Error> {
+    let engine = open(args.backend)?;
+    if args.list_kernels {
+        for name in engine.kernel_names() {
+            println!("{name}");
+        }
+        return Ok(true);
+    }
+    let (m, n, k) = (args.m, args.n.unwrap_or(args.m), args.k.unwrap_or(args.m));
+    let kernels: Vec<Option<String>> = match args.kernel.as_deref() {
+        Some("all") => engine.kernel_names().into_iter().map(|s| Some(s.to_string())).collect(),
+        other => vec![other.map(str::to_string)],
+    };
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>();
+    let (a, b, c0) = (random(m * k), random(k * n), random(m * n));
+    let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
+    let c0 = MatRef::contiguous(&c0, m, n);
+    println!(
+        "problem: m={m} n={n} k={k} alpha={} beta={} ({} timed runs)",
+        args.alpha, args.beta, args.iters
+    );
+
+    let check = |c: &[f32]| -> Option<f64> {
+        (!args.no_check).then(|| {
+            let rows = reference::sample_rows(m, 16);
+            reference::compare(args.alpha, &a, &b, args.beta, &c0, &MatRef::contiguous(c, m, n), rows)
+                .max_error
+        })
+    };
+    let mut rows = Vec::new();
+    for kernel in &kernels {
+        let row = match engine.gpu() {
+            Some(gpu) => time_gpu(gpu, kernel.as_deref(), args, &a, &b, &c0, &check)?,
+            None => time_cpu(kernel.as_deref(), args, &a, &b, &c0, &check)?,
+        };
+        rows.push(row);
+    }
+    if args.peer {
+        rows.push(time_peer(&engine, args, &a, &b, &c0, &check)?);
+    }
+
+    let flops = 2.0 * m as f64 * n as f64 * k as f64;
+    let tolerance = reference::tolerance(k);
+    println!("{:<16} {:>12} {:>10} {:>14}", "kernel", "median ms", "TFLOP/s", "max rel err");
+    let mut ok = true;
+    for row in &rows {
+        let err = match row.max_error {
+            Some(e) => {
+                ok &= e <= tolerance;
+                format!("{e:.2e}{}", if e <= tolerance { "" } else { " FAIL" })
+            }
+            None => "-".into(),
+        };
+        let tflops = flops / (row.median_ms * 1e-3) / 1e12;
+        println!("{:<16} {:>12.3} {:>10.2} {:>14}", row.kernel, row.median_ms, tflops, err);
+    }
+    if !args.no_check {
+        println!(
+            "(error: |c - ref| / (|alpha| sum|a||b| + |beta c|) on 16 sampled rows, tolerance {tolerance:.2e})"
+        );
+    }
+    Ok(ok)
+}
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn time_cpu(
+    kernel: Option<&str>,
+    args: &RunArgs,
+    a: &MatRef,
+    b: &MatRef,
+    c0: &MatRef,
+    check: &dyn Fn(&[f32]) -> Option<f64>,
+) -> Result<Row, Error> {
+    let name = sgemm::cpu::kernel(kernel)?.name;
+    let mut c = c0.data.to_vec();
+    let (m, n) = (c0.rows, c0.cols);
+    sgemm::cpu::gemm(Some(name), args.alpha, a, b, args.beta, &mut MatMut::contiguous(&mut c, m, n))?;
+    let max_error = check(&c);
+    let mut times = Vec::new();
+    for _ in 0..args.iters {
+        let started = Instant::now();
+        sgemm::cpu::gemm(Some(name), args.alpha, a, b, args.beta, &mut MatMut::contiguous(&mut c, m, n))?;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(Row { kernel: name.into(), median_ms: median(times), max_error })
+}
+
+/// Uploads once, checks one run against the reference, then times `iters` runs with events.
+fn time_gpu(
+    gpu: &Gpu,
+    kernel: Option<&str>,
+    args: &RunArgs,
+    a: &MatRef,
+    b: &MatRef,
+    c0: &MatRef,
+    check: &dyn Fn(&[f32]) -> Option<f64>,
+) -> Result<Row, Error> {
+    let kernel = gpu.kernel(kernel)?;
+    let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
+    let mut c_dev = gpu.upload(c0)?;
+    gpu.gemm_device(Some(kernel.spec.name), args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
+    let mut c = c0.data.to_vec();
+    gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
+    let max_error = check(&c);
+    let mut times = Vec::new();
+    for _ in 0..args.iters {
+        let ms = gpu.time_ms(|| gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev))?;
+        times.push(ms as f64);
+    }
+    Ok(Row { kernel: kernel.spec.name.into(), median_ms: median(times), max_error })
+}
+
+#[cfg(feature = "cublas")]
+fn time_peer(
+    engine: &Engine,
+    args: &RunArgs,
+    a: &MatRef,
+    b: &MatRef,
+    c0: &MatRef,
+    check: &dyn Fn(&[f32]) -> Option<f64>,
+) -> Result<Row, Error> {
+    let gpu = engine.gpu().ok_or_else(|| Error::NoGpu("--peer times cuBLAS, which needs the GPU".into()))?;
+    let blas = sgemm::gpu::cublas::Cublas::new(gpu)?;
+    let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
+    let mut c_dev = gpu.upload(c0)?;
+    blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
+    gpu.synchronize()?;
+    let mut c = c0.data.to_vec();
+    gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
+    let max_error = check(&c);
+    let mut times = Vec::new();
+    for _ in 0..args.iters {
+        times.push(gpu.time_ms(|| blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev))? as f64);
+    }
+    Ok(Row { kernel: "cublas".into(), median_ms: median(times), max_error })
+}
+
+#[cfg(not(feature = "cublas"))]
+fn time_peer(
+    _: &Engine,
+    _: &RunArgs,
+    _: &MatRef,
+    _: &MatRef,
+    _: &MatRef,
+    _: &dyn Fn(&[f32]) -> Option<f64>,
+) -> Result<Row, Error> {
+    Err(Error::NoGpu("--peer needs gemm built with `--features cublas`".into()))
+}

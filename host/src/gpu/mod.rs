@@ -1,0 +1,262 @@
+//! The GPU backend: a handle that owns the CUDA context, one stream and the loaded kernel
+//! module, created once and reused for every call.
+//!
+//! The PTX of the `kernels` crate is embedded in the library at build time (`host/ptx/*.ptx`,
+//! written by `cargo xtask build-ptx`); [`Gpu::new`] loads the module for the device's
+//! architecture. The driver is loaded at run time (cudarc's dynamic loading), so the library
+//! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
+
+#[cfg(feature = "cublas")]
+pub mod cublas;
+mod device_matrix;
+
+pub use device_matrix::DeviceMatrix;
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale};
+
+use crate::matrix::{MatMut, MatRef, check_gemm, check_shapes};
+use crate::{Error, Result};
+
+/// The kernel module for each shipped architecture, newest first: `(major, name, PTX)`.
+const MODULES: &[(i32, &str, &str)] =
+    &[(9, "sm_90", include_str!("../../ptx/sm_90.ptx")), (8, "sm_80", include_str!("../../ptx/sm_80.ptx"))];
+
+/// Static facts about the device a [`Gpu`] runs on.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// The marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// Number of streaming multiprocessors.
+    pub sm_count: u32,
+    /// L2 cache size in bytes.
+    pub l2_bytes: usize,
+    /// The PTX module that was loaded (`sm_80`, `sm_90`).
+    pub ptx_arch: &'static str,
+}
+
+/// A GEMM kernel loaded from the module, with the launch configuration it was compiled with.
+#[derive(Clone, Debug)]
+pub struct GpuKernel {
+    /// Name, entry point, geometry.
+    pub spec: KernelSpec,
+    function: CudaFunction,
+}
+
+/// A CUDA device ready to run GEMMs.
+pub struct Gpu {
+    stream: Arc<CudaStream>,
+    kernels: Vec<GpuKernel>,
+    scale_c: GpuKernel,
+    info: DeviceInfo,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+/// The name of the kernel [`Gpu::gemm`] picks when none is named.
+pub const AUTO_KERNEL: &str = "smem_tiled";
+
+impl Gpu {
+    /// Opens device `ordinal`: creates its context and stream and loads the kernels.
+    ///
+    /// Fails with [`Error::NoGpu`] when the CUDA driver library is missing or there is no such
+    /// device, and with [`Error::UnsupportedGpu`] below compute capability 8.0.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        // cudarc panics on the first driver call if libcuda cannot be loaded: probe first.
+        // SAFETY: only tries to open the library by its usual names.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::NoGpu("the CUDA driver library (libcuda) was not found".into()));
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        let name = ctx.name().map_err(Error::cuda("reading the device name"))?;
+        let (major, minor) =
+            ctx.compute_capability().map_err(Error::cuda("reading the compute capability"))?;
+        let attr = |a| ctx.attribute(a).map_err(Error::cuda("reading a device attribute"));
+        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
+        let &(_, ptx_arch, ptx) = MODULES
+            .iter()
+            .find(|(min_major, _, _)| major >= *min_major)
+            .ok_or_else(|| Error::UnsupportedGpu { name: name.clone(), major, minor })?;
+        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(Error::cuda("loading the kernel module"))?;
+        let load = |spec: KernelSpec| -> Result<GpuKernel> {
+            let function = module.load_function(spec.entry).map_err(Error::cuda("loading a kernel"))?;
+            if spec.smem_bytes > 48 * 1024 {
+                function
+                    .set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        spec.smem_bytes as i32,
+                    )
+                    .map_err(Error::cuda("raising a kernel's shared memory limit"))?;
+            }
+            Ok(GpuKernel { spec, function })
+        };
+        let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
+        let scale_c = load(scale::SPEC)?;
+        let stream = ctx.default_stream();
+        let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
+        Ok(Self { stream, kernels, scale_c, info })
+    }
+
+    /// What this device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The GEMM kernels, in ladder order.
+    pub fn kernels(&self) -> &[GpuKernel] {
+        &self.kernels
+    }
+
+    /// The stream every call of this handle runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The kernel called `name`, or the automatic choice for `None`.
+    pub fn kernel(&self, name: Option<&str>) -> Result<&GpuKernel> {
+        let name = name.unwrap_or(AUTO_KERNEL);
+        self.kernels.iter().find(|k| k.spec.name == name).ok_or_else(|| Error::UnknownKernel {
+            name: name.into(),
+            backend: "gpu",
+            available: self.kernels.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// `C = alpha * A * B + beta * C` on host slices: copies the operands to the device, runs
+    /// `kernel` (the automatic choice for `None`), and copies the `m x n` block of `C` back
+    /// (padding between `C`'s rows is never written).
+    pub fn gemm(
+        &self,
+        kernel: Option<&str>,
+        alpha: f32,
+        a: &MatRef,
+        b: &MatRef,
+        beta: f32,
+        c: &mut MatMut,
+    ) -> Result<()> {
+        check_gemm(a, b, &c.as_ref())?;
+        let kernel = self.kernel(kernel)?;
+        if c.rows == 0 || c.cols == 0 {
+            return Ok(());
+        }
+        let a_dev = self.upload(a)?;
+        let b_dev = self.upload(b)?;
+        // With beta == 0 C is not read: skip its upload.
+        let mut c_dev =
+            if beta == 0.0 { self.alloc(c.rows, c.cols, c.ld)? } else { self.upload(&c.as_ref())? };
+        self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
+        self.download(&c_dev, c)
+    }
+
+    /// `C = alpha * A * B + beta * C` on matrices already on the device; returns when the
+    /// result is complete, so a fault inside the kernel is this call's error.
+    pub fn gemm_device(
+        &self,
+        kernel: Option<&str>,
+        alpha: f32,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        beta: f32,
+        c: &mut DeviceMatrix,
+    ) -> Result<()> {
+        let kernel = self.kernel(kernel)?;
+        self.enqueue(kernel, alpha, a, b, beta, c)?;
+        self.synchronize()
+    }
+
+    /// Queues the GEMM on the stream and returns at once (for timing loops); errors inside
+    /// the kernel surface at the next [`synchronize`](Self::synchronize).
+    ///
+    /// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`; `C = beta * C` without
+    /// touching `A` and `B` when `alpha == 0` or `k == 0`.
+    pub fn enqueue(
+        &self,
+        kernel: &GpuKernel,
+        alpha: f32,
+        a: &DeviceMatrix,
+        b: &DeviceMatrix,
+        beta: f32,
+        c: &mut DeviceMatrix,
+    ) -> Result<()> {
+        check_shapes(a.dims(), b.dims(), c.dims())?;
+        let (m, n, k) = (c.rows(), c.cols(), a.cols());
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let too_large = |why| Error::ShapeTooLarge { m, n, k, kernel: kernel.spec.name, why };
+        let to_u32 =
+            |x: usize| u32::try_from(x).map_err(|_| too_large("a size or leading dimension exceeds u32"));
+        let (m32, n32, k32) = (to_u32(m)?, to_u32(n)?, to_u32(k)?);
+        let (lda, ldb, ldc) = (to_u32(a.ld())?, to_u32(b.ld())?, to_u32(c.ld())?);
+        if alpha == 0.0 || k == 0 {
+            let spec = self.scale_c.spec;
+            if !spec.fits(m32, n32) {
+                return Err(too_large("the grid would exceed gridDim.y"));
+            }
+            let mut launch = self.stream.launch_builder(&self.scale_c.function);
+            launch.arg(&m32).arg(&n32).arg(&beta).arg(&mut c.buf).arg(&ldc);
+            // SAFETY: the argument list matches `sgemm_scale_c`; `C` spans its m x n block with
+            // `ldc` (checked above), and the launch uses the kernel's own geometry.
+            unsafe { launch.launch(launch_config(&spec, m32, n32)) }
+                .map_err(Error::cuda("launching scale_c"))?;
+            return Ok(());
+        }
+        if !kernel.spec.fits(m32, n32) {
+            return Err(too_large("the grid would exceed gridDim.y"));
+        }
+        let mut launch = self.stream.launch_builder(&kernel.function);
+        launch.arg(&m32).arg(&n32).arg(&k32).arg(&alpha);
+        launch.arg(&a.buf).arg(&lda).arg(&b.buf).arg(&ldb);
+        launch.arg(&beta).arg(&mut c.buf).arg(&ldc);
+        // SAFETY: every GEMM kernel takes (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); the
+        // buffers hold their declared matrices (checked above), `C` is a distinct allocation
+        // from `A` and `B` (it is borrowed mutably), and the launch uses the kernel's geometry.
+        unsafe { launch.launch(launch_config(&kernel.spec, m32, n32)) }
+            .map_err(Error::cuda("launching a GEMM kernel"))?;
+        Ok(())
+    }
+
+    /// Waits for everything queued on this handle's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(Error::cuda("waiting for the GPU"))
+    }
+
+    /// Runs `work` (which queues GPU work on this handle's stream) between two CUDA events and
+    /// returns the GPU time between them, in milliseconds.
+    pub fn time_ms(&self, work: impl FnOnce() -> Result<()>) -> Result<f32> {
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(flags).map_err(Error::cuda("recording an event"))?;
+        work()?;
+        let end = self.stream.record_event(flags).map_err(Error::cuda("recording an event"))?;
+        end.synchronize().map_err(Error::cuda("waiting for an event"))?;
+        start.elapsed_ms(&end).map_err(Error::cuda("reading an event time"))
+    }
+}
+
+fn launch_config(spec: &KernelSpec, m: u32, n: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: spec.grid(m, n),
+        block_dim: (spec.block.0, spec.block.1, 1),
+        shared_mem_bytes: spec.smem_bytes,
+    }
+}
+
+/// Maps an allocation failure to [`Error::OutOfDeviceMemory`], anything else to [`Error::Cuda`].
+fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
+    move |e| match e.0 {
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfDeviceMemory { bytes },
+        _ => Error::Cuda { during: "allocating device memory", source: e },
+    }
+}

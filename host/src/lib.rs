@@ -1,0 +1,127 @@
+//! Single-precision GEMM, `C = alpha * A * B + beta * C`, on NVIDIA GPUs (kernels written in
+//! Rust, compiled to PTX by `cargo xtask build-ptx` and embedded here) and on CPUs.
+//!
+//! ```no_run
+//! use sgemm::{Backend, Engine, MatMut, MatRef};
+//!
+//! let (m, n, k) = (300, 200, 100);
+//! let a = vec![1.0f32; m * k];
+//! let b = vec![0.5f32; k * n];
+//! let mut c = vec![0.0f32; m * n];
+//! let engine = Engine::new(Backend::Auto)?; // the GPU when there is one, else the CPU
+//! engine.gemm(
+//!     None, // the automatic kernel choice
+//!     1.0,
+//!     &MatRef::contiguous(&a, m, k),
+//!     &MatRef::contiguous(&b, k, n),
+//!     0.0,
+//!     &mut MatMut::contiguous(&mut c, m, n),
+//! )?;
+//! assert_eq!(c[0], 50.0);
+//! # Ok::<(), sgemm::Error>(())
+//! ```
+//!
+//! Matrices are row-major views with a leading dimension ([`MatRef`], [`MatMut`]), so a
+//! submatrix of a larger matrix is a view too. Every bad input is an [`Error`], never a panic;
+//! nothing outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`.
+//! For data that stays on the GPU, use [`Gpu`] and [`DeviceMatrix`] directly.
+
+pub mod check;
+pub mod cpu;
+mod error;
+pub mod gpu;
+pub mod matrix;
+pub mod reference;
+
+pub use error::{Error, Result};
+pub use gpu::{DeviceMatrix, Gpu};
+pub use matrix::{MatMut, MatRef};
+
+/// Where a GEMM runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The GPU when a CUDA device is usable, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// CUDA device 0; an error when there is none.
+    Gpu,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            _ => Err(format!("unknown backend `{s}` (expected auto, cpu or gpu)")),
+        }
+    }
+}
+
+/// A resolved backend, created once and reused for every call.
+#[derive(Debug)]
+pub struct Engine {
+    gpu: Option<Gpu>,
+    fallback: Option<String>,
+}
+
+impl Engine {
+    /// Resolves `backend`: opens the GPU for [`Backend::Gpu`] (an error when there is none) and
+    /// for [`Backend::Auto`] (falling back to the CPU, with the reason kept in
+    /// [`fallback_reason`](Self::fallback_reason)).
+    pub fn new(backend: Backend) -> Result<Self> {
+        match backend {
+            Backend::Cpu => Ok(Self { gpu: None, fallback: None }),
+            Backend::Gpu => Ok(Self { gpu: Some(Gpu::new(0)?), fallback: None }),
+            Backend::Auto => match Gpu::new(0) {
+                Ok(gpu) => Ok(Self { gpu: Some(gpu), fallback: None }),
+                Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
+                    Ok(Self { gpu: None, fallback: Some(e.to_string()) })
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// The GPU, when this engine runs there.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        self.gpu.as_ref()
+    }
+
+    /// Why [`Backend::Auto`] chose the CPU, if it did.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// `"gpu"` or `"cpu"`.
+    pub fn backend_name(&self) -> &'static str {
+        if self.gpu.is_some() { "gpu" } else { "cpu" }
+    }
+
+    /// The names of this backend's kernels, in ladder order.
+    pub fn kernel_names(&self) -> Vec<&'static str> {
+        match &self.gpu {
+            Some(gpu) => gpu.kernels().iter().map(|k| k.spec.name).collect(),
+            None => cpu::CPU_KERNELS.iter().map(|k| k.name).collect(),
+        }
+    }
+
+    /// `C = alpha * A * B + beta * C` with the named kernel (the automatic choice for `None`).
+    pub fn gemm(
+        &self,
+        kernel: Option<&str>,
+        alpha: f32,
+        a: &MatRef,
+        b: &MatRef,
+        beta: f32,
+        c: &mut MatMut,
+    ) -> Result<()> {
+        match &self.gpu {
+            Some(gpu) => gpu.gemm(kernel, alpha, a, b, beta, c),
+            None => cpu::gemm(kernel, alpha, a, b, beta, c),
+        }
+    }
+}

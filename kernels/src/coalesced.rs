@@ -1,0 +1,61 @@
+//! Step 2, global-memory coalescing: the naive kernel with the roles of `threadIdx.x` and
+//! `threadIdx.y` swapped.
+//!
+//! Consecutive threads of a warp now take consecutive **columns** of `C`. Their loads of
+//! `B[p][col..col+32]` fall in one 128-byte line (one transaction instead of 32), their load of
+//! `A[row][p]` is the same address for the whole warp (a broadcast), and their stores to `C`
+//! are contiguous. Same arithmetic, same tile, far fewer memory transactions.
+//!
+//! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
+
+use crate::launch::KernelSpec;
+
+/// Launch configuration of [`sgemm_coalesced`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "coalesced",
+    entry: "sgemm_coalesced",
+    summary: "one thread per C element; lanes walk along a row (coalesced B and C)",
+    block: (32, 32),
+    tile: (32, 32),
+    smem_bytes: 0,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::SPEC;
+    use crate::device::*;
+
+    /// `C = alpha * A * B + beta * C`, one thread per element, lanes along columns.
+    ///
+    /// # Safety
+    /// As for [`sgemm_naive`](crate::naive): valid row-major `A`, `B`, `C` of the given shapes
+    /// and leading dimensions, `C` not overlapping `A` or `B`, launched with [`SPEC`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_coalesced(
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        let row = block_y() * SPEC.tile.0 + thread_y();
+        let col = block_x() * SPEC.tile.1 + thread_x();
+        if row < m && col < n {
+            let mut acc = 0.0;
+            for p in 0..k {
+                // SAFETY: row < m, p < k, col < n: inside A and B.
+                unsafe {
+                    acc = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), acc);
+                }
+            }
+            // SAFETY: row < m, col < n: inside C.
+            unsafe { update_c(c.add(offset(row, col, ldc)), alpha, acc, beta) };
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! What every kernel needs on the device: the panic handler, thread coordinates, the dynamic
+//! shared memory base and the `C` update.
+
+use core::arch::nvptx;
+
+use crate::ptx::F32x4;
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; the host sees a launch failure.
+    unsafe { nvptx::trap() }
+}
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+
+/// `threadIdx.y`.
+#[inline(always)]
+pub fn thread_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_thread_idx_y() as u32 }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_x() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn block_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_block_idx_y() as u32 }
+}
+
+/// `bar.sync 0`: waits for every thread of the block and orders their shared-memory accesses.
+///
+/// Every thread of the block must reach the same barrier (never call it under a condition
+/// that differs between threads).
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: the caller keeps the barrier uniform across the block (see above).
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// The base of the block's dynamic shared memory (sized by the launch), 16-byte aligned.
+#[inline(always)]
+pub fn dynamic_shared_f32() -> *mut f32 {
+    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<F32x4>().cast::<f32>()
+}
+
+/// `a * b + c` rounded once (`fma.rn.f32`).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    core::intrinsics::fmaf32(a, b, c)
+}
+
+/// Writes `alpha * acc + beta * C[i]` to `C[i]`; `C` is not read when `beta == 0`, so NaN or
+/// Inf left in an output buffer never propagates.
+///
+/// # Safety
+/// `c` must be a valid global address of an element of the output block.
+#[inline(always)]
+pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
+    unsafe {
+        *c = if beta == 0.0 { alpha * acc } else { fma(beta, *c, alpha * acc) };
+    }
+}
+
+/// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.
+#[inline(always)]
+pub fn offset(row: u32, col: u32, ld: u32) -> usize {
+    row as usize * ld as usize + col as usize
+}

@@ -1,0 +1,80 @@
+//! Launch geometry shared by the device code and the host launcher.
+//!
+//! Convention for every GEMM kernel: one thread block computes one `tile_m x tile_n` tile of
+//! `C`; `blockIdx.x` walks the tile columns (along `N`) and `blockIdx.y` the tile rows (along
+//! `M`). Every kernel takes the same parameters, in BLAS order:
+//! `(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)` with `u32` sizes, `f32` scalars and
+//! row-major `f32` matrices (`lda >= k`, `ldb >= n`, `ldc >= n`).
+
+/// The largest `gridDim.y` CUDA allows (`gridDim.x` may reach `2^31 - 1`).
+pub const MAX_GRID_Y: u32 = 65_535;
+
+/// What the host needs to know to launch one kernel, defined next to its device code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSpec {
+    /// The name users pick it by (`gemm --kernel NAME`).
+    pub name: &'static str,
+    /// The PTX entry point.
+    pub entry: &'static str,
+    /// One line: the technique this kernel adds.
+    pub summary: &'static str,
+    /// Threads per block, `(x, y)`.
+    pub block: (u32, u32),
+    /// Rows and columns of `C` computed by one block.
+    pub tile: (u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+}
+
+impl KernelSpec {
+    /// Threads per block.
+    pub const fn threads(&self) -> u32 {
+        self.block.0 * self.block.1
+    }
+
+    /// The grid covering an `m x n` matrix `C`: `(tiles along n, tiles along m, 1)`.
+    pub const fn grid(&self, m: u32, n: u32) -> (u32, u32, u32) {
+        (n.div_ceil(self.tile.1), m.div_ceil(self.tile.0), 1)
+    }
+
+    /// Whether [`grid`](Self::grid) fits CUDA's limits for this shape.
+    pub const fn fits(&self, m: u32, n: u32) -> bool {
+        let (_, y, _) = self.grid(m, n);
+        y <= MAX_GRID_Y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GEMM_KERNELS;
+
+    #[test]
+    fn grid_covers_every_element_with_at_most_one_partial_tile() {
+        for spec in GEMM_KERNELS {
+            for (m, n) in [(1, 1), (7, 5), (32, 32), (33, 31), (1000, 4097)] {
+                let (gx, gy, gz) = spec.grid(m, n);
+                assert_eq!(gz, 1);
+                assert!(gx * spec.tile.1 >= n && (gx - 1) * spec.tile.1 < n, "{spec:?}");
+                assert!(gy * spec.tile.0 >= m && (gy - 1) * spec.tile.0 < m, "{spec:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn registry_names_and_entries_are_unique() {
+        for (i, a) in GEMM_KERNELS.iter().enumerate() {
+            for b in &GEMM_KERNELS[i + 1..] {
+                assert_ne!(a.name, b.name);
+                assert_ne!(a.entry, b.entry);
+            }
+        }
+    }
+
+    #[test]
+    fn tall_shapes_beyond_the_grid_limit_are_reported() {
+        let spec = GEMM_KERNELS[0];
+        assert!(spec.fits(MAX_GRID_Y * spec.tile.0, 1));
+        assert!(!spec.fits(MAX_GRID_Y * spec.tile.0 + 1, 1));
+    }
+}

@@ -1,0 +1,62 @@
+//! Step 1, naive: one thread per element of `C`, each computing a full dot product straight
+//! from global memory.
+//!
+//! Within a warp (32 consecutive `threadIdx.x`), consecutive threads take consecutive **rows**
+//! of `C`. So a warp's 32 loads of `A` hit 32 different rows (32 separate memory transactions
+//! instead of one) and its stores to `C` are strided by `ldc`: every access of `A` and `C` is
+//! uncoalesced. This is the baseline the next step fixes by swapping two indices.
+//!
+//! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
+
+use crate::launch::KernelSpec;
+
+/// Launch configuration of [`sgemm_naive`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "naive",
+    entry: "sgemm_naive",
+    summary: "one thread per C element; lanes walk down a column (uncoalesced)",
+    block: (32, 32),
+    tile: (32, 32),
+    smem_bytes: 0,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::SPEC;
+    use crate::device::*;
+
+    /// `C = alpha * A * B + beta * C`, one thread per element, lanes along rows.
+    ///
+    /// # Safety
+    /// `a`, `b`, `c` are device pointers to row-major matrices of `m x k` (leading dimension
+    /// `lda >= k`), `k x n` (`ldb >= n`) and `m x n` (`ldc >= n`); `c` does not overlap `a` or
+    /// `b`; the launch uses [`SPEC`]'s block and grid.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_naive(
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        let row = block_y() * SPEC.tile.0 + thread_x();
+        let col = block_x() * SPEC.tile.1 + thread_y();
+        if row < m && col < n {
+            let mut acc = 0.0;
+            for p in 0..k {
+                // SAFETY: row < m, p < k, col < n: inside A and B.
+                unsafe {
+                    acc = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), acc);
+                }
+            }
+            // SAFETY: row < m, col < n: inside C.
+            unsafe { update_c(c.add(offset(row, col, ldc)), alpha, acc, beta) };
+        }
+    }
+}

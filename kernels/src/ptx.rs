@@ -1,0 +1,200 @@
+//! One `#[inline(always)]` wrapper per PTX instruction the kernels need and the compiler does
+//! not emit by itself (or does not emit reliably). `asm!` appears in this module only.
+//!
+//! Conventions:
+//! - Global pointers are generic pointers to memory from `cuMemAlloc` (for which the generic
+//!   and the global address coincide), passed as `*const f32`.
+//! - Shared memory is addressed by a [`SharedAddr`], a 32-bit offset in the `.shared` window,
+//!   made in one place ([`SharedAddr::of`]) by `cvta.to.shared`.
+//! - Predicated loads take a `bool` guard: when it is false no memory is touched and the
+//!   destination gets `0.0`, so an out-of-bounds element of an edge tile contributes nothing.
+//!   The pointer may then be anything (compute it with `wrapping_add`).
+
+use core::arch::asm;
+
+/// Four `f32` in one 16-byte aligned value: the unit of `.v4` loads and stores.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(16))]
+pub struct F32x4(pub [f32; 4]);
+
+/// An address in the shared state space (`.shared`), as the 32-bit offset PTX expects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct SharedAddr(pub u32);
+
+impl SharedAddr {
+    /// `cvta.to.shared.u64` then `cvt.u32.u64`: the shared-window address of a generic pointer.
+    ///
+    /// # Safety
+    /// `ptr` must point into this block's shared memory (for instance into the dynamic shared
+    /// memory base); for any other pointer the result is meaningless.
+    #[inline(always)]
+    pub unsafe fn of<T>(ptr: *const T) -> Self {
+        let addr: u32;
+        unsafe {
+            asm!(
+                "{{",
+                ".reg .u64 t;",
+                "cvta.to.shared.u64 t, {p};",
+                "cvt.u32.u64 {a}, t;",
+                "}}",
+                p = in(reg64) ptr,
+                a = out(reg32) addr,
+                options(pure, nomem, nostack),
+            );
+        }
+        Self(addr)
+    }
+
+    /// The address `bytes` further on.
+    #[inline(always)]
+    pub const fn offset_bytes(self, bytes: u32) -> Self {
+        Self(self.0.wrapping_add(bytes))
+    }
+}
+
+/// `@p ld.global.nc.f32`: loads `*ptr` through the read-only (non-coherent) data path when
+/// `guard` holds; returns `0.0` and touches no memory when it does not.
+///
+/// # Safety
+/// When `guard` is true, `ptr` must be a valid, 4-byte aligned global address whose contents
+/// no thread writes while the kernel runs (the `.nc` path does not see such writes).
+#[inline(always)]
+pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
+    let value: f32;
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.u32 p, {g}, 0;",
+            "mov.b32 {v}, 0;",
+            "@p ld.global.nc.f32 {v}, [{ptr}];",
+            "}}",
+            v = out(reg32) value,
+            ptr = in(reg64) ptr,
+            g = in(reg32) guard as u32,
+            options(pure, readonly, nostack),
+        );
+    }
+    value
+}
+
+/// `@p ld.global.nc.v4.f32`: loads four consecutive floats in one 16-byte transaction when
+/// `guard` holds; returns zeros and touches no memory when it does not.
+///
+/// # Safety
+/// When `guard` is true, `ptr` must be a valid global address, aligned to 16 bytes, of four
+/// floats that no thread writes while the kernel runs.
+#[inline(always)]
+pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.u32 p, {g}, 0;",
+            "mov.b32 {x}, 0;",
+            "mov.b32 {y}, 0;",
+            "mov.b32 {z}, 0;",
+            "mov.b32 {w}, 0;",
+            "@p ld.global.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{ptr}];",
+            "}}",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            ptr = in(reg64) ptr,
+            g = in(reg32) guard as u32,
+            options(pure, readonly, nostack),
+        );
+    }
+    F32x4([x, y, z, w])
+}
+
+/// `st.shared.v4.f32`: stores four floats to shared memory in one instruction (`STS.128`).
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned address inside this block's shared memory allocation,
+/// and no other thread may access those 16 bytes until the next barrier.
+#[inline(always)]
+pub unsafe fn st_shared_v4_f32(addr: SharedAddr, v: F32x4) {
+    let [x, y, z, w] = v.0;
+    unsafe {
+        asm!(
+            "st.shared.v4.f32 [{a}], {{{x}, {y}, {z}, {w}}};",
+            a = in(reg32) addr.0,
+            x = in(reg32) x,
+            y = in(reg32) y,
+            z = in(reg32) z,
+            w = in(reg32) w,
+            options(nostack),
+        );
+    }
+}
+
+/// `ld.shared.v4.f32`: loads four floats from shared memory in one instruction (`LDS.128`).
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned address inside this block's shared memory allocation,
+/// written before a barrier that every thread of the block has passed since.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_f32(addr: SharedAddr) -> F32x4 {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "ld.shared.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            a = in(reg32) addr.0,
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            options(readonly, nostack),
+        );
+    }
+    F32x4([x, y, z, w])
+}
+
+/// `cp.async.cg.shared.global [dst], [src], 16, src_size`: starts an asynchronous copy of 16
+/// bytes from global to shared memory, bypassing L1 and the register file. When `guard` is
+/// false the source size is 0: nothing is read and the 16 destination bytes are zero-filled.
+/// The copy completes only after [`cp_async_commit_group`] and a matching
+/// [`cp_async_wait_group`].
+///
+/// # Safety
+/// `dst` must be a 16-byte aligned address in this block's shared memory; when `guard` is
+/// true, `src` must be a valid, 16-byte aligned global address. Neither may be touched by
+/// ordinary loads or stores until the copy's group has been waited for and a barrier passed.
+#[inline(always)]
+pub unsafe fn cp_async_cg_16(dst: SharedAddr, src: *const f32, guard: bool) {
+    let src_size: u32 = if guard { 16 } else { 0 };
+    unsafe {
+        asm!(
+            "cp.async.cg.shared.global [{d}], [{s}], 16, {n};",
+            d = in(reg32) dst.0,
+            s = in(reg64) src,
+            n = in(reg32) src_size,
+            options(nostack),
+        );
+    }
+}
+
+/// `cp.async.commit_group`: closes the group of the `cp.async` copies this thread started
+/// since the last commit.
+///
+/// # Safety
+/// Always sound to execute; it is `unsafe` only to sit with the copies it commits.
+#[inline(always)]
+pub unsafe fn cp_async_commit_group() {
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) }
+}
+
+/// `cp.async.wait_group N`: waits until at most `N` of this thread's committed `cp.async`
+/// groups are still in flight. The copied data is visible to other threads only after a
+/// barrier that follows the wait.
+///
+/// # Safety
+/// Always sound to execute; the obligation is on the reader of the copied data (a barrier).
+#[inline(always)]
+pub unsafe fn cp_async_wait_group<const N: u32>() {
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) }
+}

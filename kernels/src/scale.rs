@@ -1,0 +1,39 @@
+//! `C = beta * C` over an `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`, where
+//! BLAS semantics forbid reading `A` and `B` (a NaN there must not reach `C`). With
+//! `beta == 0`, `C` is overwritten with zeros and never read.
+
+use crate::launch::KernelSpec;
+
+/// Launch configuration of [`sgemm_scale_c`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "scale_c",
+    entry: "sgemm_scale_c",
+    summary: "C = beta * C (the GEMM when alpha = 0 or k = 0)",
+    block: (32, 8),
+    tile: (8, 32),
+    smem_bytes: 0,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::SPEC;
+    use crate::device::*;
+
+    /// `C = beta * C` on the `m x n` block of `C`; `C` is not read when `beta == 0`.
+    ///
+    /// # Safety
+    /// `c` is a device pointer to a row-major `m x n` matrix with `ldc >= n`; launched with
+    /// [`SPEC`]'s block and grid.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_scale_c(m: u32, n: u32, beta: f32, c: *mut f32, ldc: u32) {
+        let row = block_y() * SPEC.tile.0 + thread_y();
+        let col = block_x() * SPEC.tile.1 + thread_x();
+        if row < m && col < n {
+            // SAFETY: row < m, col < n: inside C.
+            unsafe {
+                let c = c.add(offset(row, col, ldc));
+                *c = if beta == 0.0 { 0.0 } else { beta * *c };
+            }
+        }
+    }
+}
