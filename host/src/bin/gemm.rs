@@ -186,7 +186,7 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
             None => "-".into(),
         };
         let tflops = flops / (row.median_ms * 1e-3) / 1e12;
-        println!("{:<16} {:>12.3} {:>10.2} {:>14}", row.kernel, row.median_ms, tflops, err);
+        println!("{:<16} {:>12.3} {:>10.3} {:>14}", row.kernel, row.median_ms, tflops, err);
     }
     if !args.no_check {
         println!(

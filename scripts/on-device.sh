@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, over what scripts/devbuild.sh built:
+# the GPU correctness suite, the integration tests, compute-sanitizer, and the timings
+# against cuBLAS. Logs go to $OUT (or ./device-logs); the summary is printed last.
+set -uo pipefail
+b=.devbuild
+out=${OUT:-device-logs}
+mkdir -p "$out"
+status=0
+step() { echo; echo "== $*"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
+
+step "selftest (the shared suite on every GPU kernel)"
+$b/gemm selftest --backend gpu 2>&1 | tee "$out/selftest.log" || status=1
+
+step "integration tests"
+for t in $b/test-*; do
+  "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log" | grep -E "^test |test result|SKIPPED|failures" || status=1
+done
+
+step "compute-sanitizer"
+san="compute-sanitizer --error-exitcode 9 --print-limit 20"
+for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
+  $san --tool memcheck $b/gemm --backend gpu --kernel "$kernel" --m 129 --n 127 --k 33 --beta 0.5 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "memcheck  $kernel: clean" || { echo "memcheck  $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
+  $san --tool racecheck $b/gemm --backend gpu --kernel "$kernel" --m 65 --n 97 --k 129 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "racecheck $kernel: clean" || { echo "racecheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
+  $san --tool initcheck $b/gemm --backend gpu --kernel "$kernel" --m 33 --n 31 --k 7 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "initcheck $kernel: clean" || { echo "initcheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
+done
+
+step "timings against cuBLAS (same process, same buffers)"
+for size in ${SIZES:-1024 2048 4096}; do
+  $b/gemm --backend gpu --m "$size" --kernel all --peer --iters "${ITERS:-20}" 2>&1 | tee -a "$out/timings.log" || status=1
+done
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee -a "$out/device.txt"
+echo; echo "on-device status: $status"
+exit $status
