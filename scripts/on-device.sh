@@ -12,6 +12,13 @@ step() { echo; echo "== $*"; }
 step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
+step "SASS of the sm_90 module: 16-byte loads and FFMA per kernel"
+ptxas -arch=sm_90 -o "$out/sm_90.cubin" host/ptx/sm_90.ptx && cuobjdump --dump-sass "$out/sm_90.cubin" >"$out/sm_90.sass" &&
+  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /FFMA/ {ffma[f]++}
+       END {printf "%-24s %8s %8s %8s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "FFMA";
+            for (f in ffma) printf "%-24s %8d %8d %8d %6d\n", f, lds[f], ldg[f], sts[f], ffma[f]}' "$out/sm_90.sass"
+rm -f "$out/sm_90.cubin"
+
 step "selftest (the shared suite on every GPU kernel)"
 $b/gemm selftest --backend gpu 2>&1 | tee "$out/selftest.log" || status=1
 

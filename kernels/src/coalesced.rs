@@ -14,6 +14,7 @@ use crate::launch::KernelSpec;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "coalesced",
     entry: "sgemm_coalesced",
+    vec4_entry: None,
     summary: "one thread per C element; lanes walk along a row (coalesced B and C)",
     block: (32, 32),
     tile: (32, 32),

@@ -14,8 +14,12 @@ pub const MAX_GRID_Y: u32 = 65_535;
 pub struct KernelSpec {
     /// The name users pick it by (`gemm --kernel NAME`).
     pub name: &'static str,
-    /// The PTX entry point.
+    /// The PTX entry point; it loads with scalar instructions, so any pointer and leading
+    /// dimension works.
     pub entry: &'static str,
+    /// The entry point of the same kernel with 16-byte (`.v4`) global loads of `A` and `B`,
+    /// valid only when their pointers are 16-byte aligned and `lda`, `ldb` are multiples of 4.
+    pub vec4_entry: Option<&'static str>,
     /// One line: the technique this kernel adds.
     pub summary: &'static str,
     /// Threads per block, `(x, y)`.
@@ -67,6 +71,7 @@ mod tests {
             for b in &GEMM_KERNELS[i + 1..] {
                 assert_ne!(a.name, b.name);
                 assert_ne!(a.entry, b.entry);
+                assert!(a.vec4_entry.is_none() || a.vec4_entry != b.vec4_entry);
             }
         }
     }

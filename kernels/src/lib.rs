@@ -32,13 +32,23 @@ mod device;
 #[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 
+pub mod blocktiling_1d;
+pub mod blocktiling_2d;
 pub mod coalesced;
 pub mod naive;
 pub mod scale;
 pub mod smem_tiled;
+pub mod vectorized;
 
 pub use launch::KernelSpec;
 
 /// Every GEMM kernel, in ladder order. The host's registry, the CLI, the tests and the
 /// benchmarks iterate this list: a new kernel is one module plus one row here.
-pub const GEMM_KERNELS: &[KernelSpec] = &[naive::SPEC, coalesced::SPEC, smem_tiled::SPEC];
+pub const GEMM_KERNELS: &[KernelSpec] = &[
+    naive::SPEC,
+    coalesced::SPEC,
+    smem_tiled::SPEC,
+    blocktiling_1d::SPEC,
+    blocktiling_2d::SPEC,
+    vectorized::SPEC,
+];

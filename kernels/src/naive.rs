@@ -14,6 +14,7 @@ use crate::launch::KernelSpec;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "naive",
     entry: "sgemm_naive",
+    vec4_entry: None,
     summary: "one thread per C element; lanes walk down a column (uncoalesced)",
     block: (32, 32),
     tile: (32, 32),

@@ -8,6 +8,7 @@ use crate::launch::KernelSpec;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "scale_c",
     entry: "sgemm_scale_c",
+    vec4_entry: None,
     summary: "C = beta * C (the GEMM when alpha = 0 or k = 0)",
     block: (32, 8),
     tile: (8, 32),

@@ -20,6 +20,7 @@ pub const TILE_K: u32 = 32;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "smem_tiled",
     entry: "sgemm_smem_tiled",
+    vec4_entry: None,
     summary: "32x32 tiles of A and B staged in shared memory, each loaded once per block",
     block: (32, 32),
     tile: (32, 32),

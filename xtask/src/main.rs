@@ -72,7 +72,8 @@ fn build_ptx() -> Result<(), String> {
 
 /// Every kernel the host may launch must be an entry of the module.
 fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
-    let entries = GEMM_KERNELS.iter().chain([&scale::SPEC]).map(|s| s.entry);
+    let specs = GEMM_KERNELS.iter().chain([&scale::SPEC]);
+    let entries = specs.flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
     for entry in entries {
         if !ptx.contains(&format!(".entry {entry}(")) {
             return Err(format!("{arch}: kernel `{entry}` is registered but not in the PTX"));

@@ -47,6 +47,20 @@ pub struct GpuKernel {
     /// Name, entry point, geometry.
     pub spec: KernelSpec,
     function: CudaFunction,
+    /// The 16-byte-load variant, when the kernel has one.
+    vec4: Option<CudaFunction>,
+}
+
+impl GpuKernel {
+    /// The entry to launch: the 16-byte-load variant when `A` and `B` allow it (their
+    /// leading dimensions are multiples of 4; device buffers start 256-byte aligned, so row
+    /// starts are then 16-byte aligned), the scalar-load entry otherwise.
+    fn function_for(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> &CudaFunction {
+        match &self.vec4 {
+            Some(vec4) if a.ld().is_multiple_of(4) && b.ld().is_multiple_of(4) => vec4,
+            _ => &self.function,
+        }
+    }
 }
 
 /// A CUDA device ready to run GEMMs.
@@ -64,7 +78,7 @@ impl std::fmt::Debug for Gpu {
 }
 
 /// The name of the kernel [`Gpu::gemm`] picks when none is named.
-pub const AUTO_KERNEL: &str = "smem_tiled";
+pub const AUTO_KERNEL: &str = "vectorized";
 
 impl Gpu {
     /// Opens device `ordinal`: creates its context and stream and loads the kernels.
@@ -90,17 +104,22 @@ impl Gpu {
             .find(|(min_major, _, _)| major >= *min_major)
             .ok_or_else(|| Error::UnsupportedGpu { name: name.clone(), major, minor })?;
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(Error::cuda("loading the kernel module"))?;
-        let load = |spec: KernelSpec| -> Result<GpuKernel> {
-            let function = module.load_function(spec.entry).map_err(Error::cuda("loading a kernel"))?;
-            if spec.smem_bytes > 48 * 1024 {
+        let load_entry = |entry: &str, smem_bytes: u32| -> Result<CudaFunction> {
+            let function = module.load_function(entry).map_err(Error::cuda("loading a kernel"))?;
+            if smem_bytes > 48 * 1024 {
                 function
                     .set_attribute(
                         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        spec.smem_bytes as i32,
+                        smem_bytes as i32,
                     )
                     .map_err(Error::cuda("raising a kernel's shared memory limit"))?;
             }
-            Ok(GpuKernel { spec, function })
+            Ok(function)
+        };
+        let load = |spec: KernelSpec| -> Result<GpuKernel> {
+            let function = load_entry(spec.entry, spec.smem_bytes)?;
+            let vec4 = spec.vec4_entry.map(|e| load_entry(e, spec.smem_bytes)).transpose()?;
+            Ok(GpuKernel { spec, function, vec4 })
         };
         let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
@@ -216,7 +235,7 @@ impl Gpu {
         if !kernel.spec.fits(m32, n32) {
             return Err(too_large("the grid would exceed gridDim.y"));
         }
-        let mut launch = self.stream.launch_builder(&kernel.function);
+        let mut launch = self.stream.launch_builder(kernel.function_for(a, b));
         launch.arg(&m32).arg(&n32).arg(&k32).arg(&alpha);
         launch.arg(&a.buf).arg(&lda).arg(&b.buf).arg(&ldb);
         launch.arg(&beta).arg(&mut c.buf).arg(&ldc);

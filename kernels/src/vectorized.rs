@@ -1,0 +1,194 @@
+//! Step 6, vectorized loads with `A` transposed into shared memory.
+//!
+//! The 2D kernel's fragment loads are 16 scalar `LDS` per `p`, and its `A` fragment reads 8
+//! elements 8 floats apart. Here the `A` tile is stored transposed (`K`-major: `a_tile[p][row]`),
+//! so a thread's 8 `A` values for one `p` are contiguous, like its 8 `B` values: each fragment
+//! is two `ld.shared.v4` (`LDS.128`), 4 instructions instead of 16. Global loads become 16-byte
+//! `ld.global.nc.v4` (one per thread per tile for each of `A` and `B`), and the `B` tile is
+//! written with `st.shared.v4`.
+//!
+//! 16-byte loads need 16-byte aligned addresses: the host launches the `vec4` entry only when
+//! `lda` and `ldb` are multiples of 4 (device buffers start 256-byte aligned), and the scalar
+//! entry otherwise; both are the same code ([`load4`]). A vector that straddles the edge of `K`
+//! or `N` is loaded element by element with per-element guards.
+//!
+//! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
+
+use crate::launch::KernelSpec;
+
+/// Rows and columns of `C` per block.
+const BM: u32 = 128;
+const BN: u32 = 128;
+/// Depth of one shared-memory tile along `K`.
+const BK: u32 = 8;
+/// Rows and columns of `C` per thread.
+const TM: u32 = 8;
+const TN: u32 = 8;
+
+/// Launch configuration of [`sgemm_vectorized`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "vectorized",
+    entry: "sgemm_vectorized",
+    vec4_entry: Some("sgemm_vectorized_vec4"),
+    summary: "16-byte global and shared loads; A transposed in shared memory",
+    block: (BM * BN / (TM * TN), 1),
+    tile: (BM, BN),
+    smem_bytes: (BK * BM + BK * BN) * 4,
+};
+
+const _: () = assert!(
+    BM * BK / 4 == SPEC.threads()
+        && BK * BN / 4 == SPEC.threads()
+        && TM.is_multiple_of(4)
+        && TN.is_multiple_of(4),
+    "each thread loads one 4-vector of each tile; fragments are whole 4-vectors"
+);
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::{BK, BM, BN, TM, TN};
+    use crate::device::*;
+    use crate::ptx::{
+        F32x4, SharedAddr, ld_global_nc_f32, ld_global_nc_v4_f32, ld_shared_v4_f32, st_shared_v4_f32,
+    };
+
+    /// Loads the four floats at `ptr`, which are columns `col..col + 4` of a row that exists iff
+    /// `row_ok`, of a matrix with `cols` columns; zeros outside. With `VEC4`, a vector inside the
+    /// matrix is one 16-byte load (the caller guarantees 16-byte alignment).
+    ///
+    /// # Safety
+    /// Every element the guards admit must be inside the matrix; with `VEC4`, `ptr` is 16-byte
+    /// aligned whenever `col + 4 <= cols`.
+    #[inline(always)]
+    unsafe fn load4<const VEC4: bool>(ptr: *const f32, row_ok: bool, col: u32, cols: u32) -> F32x4 {
+        unsafe {
+            if VEC4 && col + 4 <= cols {
+                ld_global_nc_v4_f32(ptr, row_ok)
+            } else {
+                let at = |i: u32| ld_global_nc_f32(ptr.wrapping_add(i as usize), row_ok && col + i < cols);
+                F32x4([at(0), at(1), at(2), at(3)])
+            }
+        }
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm<const VEC4: bool>(
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        let tid = thread_x();
+        let (row0, col0) = (block_y() * BM, block_x() * BN);
+        let (t_row, t_col) = (tid / (BN / TN), tid % (BN / TN));
+        // The 4-vector of each tile this thread loads: A row a_row, columns a_col..+4 (of 8);
+        // B row b_row, columns b_col..+4 (of 128).
+        let (a_row, a_col) = (tid / (BK / 4), tid % (BK / 4) * 4);
+        let (b_row, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
+
+        // Shared memory: A tile transposed (BK x BM), then the B tile (BK x BN).
+        let a_tile = dynamic_shared_f32();
+        let b_tile = a_tile.wrapping_add((BK * BM) as usize);
+        // SAFETY: both pointers are in this block's shared memory.
+        let (a_smem, b_smem) = unsafe { (SharedAddr::of(a_tile), SharedAddr::of(b_tile)) };
+        let mut acc = [[0.0f32; TN as usize]; TM as usize];
+        let mut k0 = 0;
+        while k0 < k {
+            // SAFETY: load4's guards keep the loads inside A and B (aligned when VEC4, by the
+            // host's dispatch); each shared slot has one writer.
+            unsafe {
+                let (gr, gc) = (row0 + a_row, k0 + a_col);
+                let v = load4::<VEC4>(a.wrapping_add(offset(gr, gc, lda)), gr < m, gc, k);
+                for (i, x) in v.0.iter().enumerate() {
+                    *a_tile.add(((a_col + i as u32) * BM + a_row) as usize) = *x;
+                }
+                let (gr, gc) = (k0 + b_row, col0 + b_col);
+                let v = load4::<VEC4>(b.wrapping_add(offset(gr, gc, ldb)), gr < k, gc, n);
+                st_shared_v4_f32(b_smem.offset_bytes((b_row * BN + b_col) * 4), v);
+            }
+            sync_threads();
+            for p in 0..BK {
+                let mut a_frag = [0.0f32; TM as usize];
+                let mut b_frag = [0.0f32; TN as usize];
+                // SAFETY: 16-byte aligned addresses inside the tiles, written before the barrier.
+                unsafe {
+                    for q in 0..(TM / 4) as usize {
+                        let at = a_smem.offset_bytes((p * BM + t_row * TM + q as u32 * 4) * 4);
+                        a_frag[q * 4..q * 4 + 4].copy_from_slice(&ld_shared_v4_f32(at).0);
+                    }
+                    for q in 0..(TN / 4) as usize {
+                        let at = b_smem.offset_bytes((p * BN + t_col * TN + q as u32 * 4) * 4);
+                        b_frag[q * 4..q * 4 + 4].copy_from_slice(&ld_shared_v4_f32(at).0);
+                    }
+                }
+                for (acc_row, &a_val) in acc.iter_mut().zip(&a_frag) {
+                    for (acc, &b_val) in acc_row.iter_mut().zip(&b_frag) {
+                        *acc = fma(a_val, b_val, *acc);
+                    }
+                }
+            }
+            sync_threads();
+            k0 += BK;
+        }
+        for (i, acc_row) in acc.iter().enumerate() {
+            let row = row0 + t_row * TM + i as u32;
+            for (j, acc) in acc_row.iter().enumerate() {
+                let col = col0 + t_col * TN + j as u32;
+                if row < m && col < n {
+                    // SAFETY: row < m, col < n: inside C.
+                    unsafe { update_c(c.add(offset(row, col, ldc)), alpha, *acc, beta) };
+                }
+            }
+        }
+    }
+
+    /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
+    ///
+    /// # Safety
+    /// As for [`sgemm_naive`](crate::naive), launched with [`SPEC`](super::SPEC).
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_vectorized(
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        unsafe { gemm::<false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+    }
+
+    /// `C = alpha * A * B + beta * C` with 16-byte global loads of `A` and `B`.
+    ///
+    /// # Safety
+    /// As [`sgemm_vectorized`], and: `a` and `b` 16-byte aligned, `lda` and `ldb` multiples of 4.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_vectorized_vec4(
+        m: u32,
+        n: u32,
+        k: u32,
+        alpha: f32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        unsafe { gemm::<true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+    }
+}
