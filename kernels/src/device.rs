@@ -78,3 +78,48 @@ pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
 pub fn offset(row: u32, col: u32, ld: u32) -> usize {
     row as usize * ld as usize + col as usize
 }
+
+/// `acc += a_frag ⊗ b_frag`: the register outer product at the heart of the 2D-tiled kernels,
+/// `TM * TN` multiply-adds from `TM + TN` values.
+#[inline(always)]
+pub fn outer_product<const TM: usize, const TN: usize>(
+    acc: &mut [[f32; TN]; TM],
+    a_frag: &[f32; TM],
+    b_frag: &[f32; TN],
+) {
+    for (acc_row, &a_val) in acc.iter_mut().zip(a_frag) {
+        for (acc, &b_val) in acc_row.iter_mut().zip(b_frag) {
+            *acc = fma(a_val, b_val, *acc);
+        }
+    }
+}
+
+/// Updates the `TM x TN` block of `C` at `(row, col)` from the accumulators, skipping the
+/// elements outside the `m x n` matrix.
+///
+/// # Safety
+/// `c` is a valid row-major `m x n` matrix with leading dimension `ldc`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
+    acc: &[[f32; TN]; TM],
+    row: u32,
+    col: u32,
+    m: u32,
+    n: u32,
+    alpha: f32,
+    beta: f32,
+    c: *mut f32,
+    ldc: u32,
+) {
+    for (i, acc_row) in acc.iter().enumerate() {
+        let r = row + i as u32;
+        for (j, acc) in acc_row.iter().enumerate() {
+            let col = col + j as u32;
+            if r < m && col < n {
+                // SAFETY: r < m, col < n: inside C.
+                unsafe { update_c(c.add(offset(r, col, ldc)), alpha, *acc, beta) };
+            }
+        }
+    }
+}

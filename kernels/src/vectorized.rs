@@ -134,25 +134,14 @@ mod device_code {
                         b_frag[q * 4..q * 4 + 4].copy_from_slice(&ld_shared_v4_f32(at).0);
                     }
                 }
-                for (acc_row, &a_val) in acc.iter_mut().zip(&a_frag) {
-                    for (acc, &b_val) in acc_row.iter_mut().zip(&b_frag) {
-                        *acc = fma(a_val, b_val, *acc);
-                    }
-                }
+                outer_product(&mut acc, &a_frag, &b_frag);
             }
             sync_threads();
             k0 += BK;
         }
-        for (i, acc_row) in acc.iter().enumerate() {
-            let row = row0 + t_row * TM + i as u32;
-            for (j, acc) in acc_row.iter().enumerate() {
-                let col = col0 + t_col * TN + j as u32;
-                if row < m && col < n {
-                    // SAFETY: row < m, col < n: inside C.
-                    unsafe { update_c(c.add(offset(row, col, ldc)), alpha, *acc, beta) };
-                }
-            }
-        }
+        let (row, col) = (row0 + t_row * TM, col0 + t_col * TN);
+        // SAFETY: C is valid for m x n with ldc (the kernel's contract).
+        unsafe { update_c_block(&acc, row, col, m, n, alpha, beta, c, ldc) };
     }
 
     /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
