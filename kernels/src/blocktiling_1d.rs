@@ -45,25 +45,13 @@ mod device_code {
     use crate::device::*;
     use crate::ptx::ld_global_nc_f32;
 
-    /// `C = alpha * A * B + beta * C`, 64x64 tiles, 8 outputs per thread.
-    ///
-    /// # Safety
-    /// As for [`sgemm_naive`](crate::naive): valid row-major `A`, `B`, `C` of the given shapes
-    /// and leading dimensions, `C` not overlapping `A` or `B`, launched with [`SPEC`](super::SPEC).
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_blocktiling_1d(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C`, 64x64 tiles, 8 outputs per thread.
+        sgemm_blocktiling_1d => gemm
+    }
+
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         // This thread's outputs: rows row0 + t_row * TM .. + TM, column col0 + t_col.

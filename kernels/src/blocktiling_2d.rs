@@ -49,25 +49,13 @@ mod device_code {
     /// Elements of each tile every thread loads per `K` step.
     const LOADS: u32 = BM * BK / SPEC.threads();
 
-    /// `C = alpha * A * B + beta * C`, 128x128 tiles, 8x8 outputs per thread.
-    ///
-    /// # Safety
-    /// As for [`sgemm_naive`](crate::naive): valid row-major `A`, `B`, `C` of the given shapes
-    /// and leading dimensions, `C` not overlapping `A` or `B`, launched with [`SPEC`].
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_blocktiling_2d(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C`, 128x128 tiles, 8x8 outputs per thread.
+        sgemm_blocktiling_2d => gemm
+    }
+
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         // This thread's 8x8 block of C starts at (t_row * TM, t_col * TN) within the tile.

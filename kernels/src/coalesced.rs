@@ -30,25 +30,13 @@ mod device_code {
     use super::SPEC;
     use crate::device::*;
 
-    /// `C = alpha * A * B + beta * C`, one thread per element, lanes along columns.
-    ///
-    /// # Safety
-    /// As for [`sgemm_naive`](crate::naive): valid row-major `A`, `B`, `C` of the given shapes
-    /// and leading dimensions, `C` not overlapping `A` or `B`, launched with [`SPEC`].
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_coalesced(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C`, one thread per element, lanes along columns.
+        sgemm_coalesced => gemm
+    }
+
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let row = block_y() * SPEC.tile.0 + thread_y();
         let col = block_x() * SPEC.tile.1 + thread_x();
         if row < m && col < n {

@@ -123,3 +123,56 @@ pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
         }
     }
 }
+
+/// The arguments of every GEMM kernel, in the launch order of [`crate::launch`]. The entry
+/// points (declared by [`gemm_entry!`]) receive them as separate PTX parameters and pass them
+/// on as one value.
+#[derive(Clone, Copy)]
+pub struct GemmArgs {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub alpha: f32,
+    pub a: *const f32,
+    pub lda: u32,
+    pub b: *const f32,
+    pub ldb: u32,
+    pub beta: f32,
+    pub c: *mut f32,
+    pub ldc: u32,
+}
+
+/// Declares a PTX entry point with the GEMM parameter list that calls `$body(GemmArgs)`.
+///
+/// The entry's safety contract is its body's: valid row-major `A` (`m x k`, `lda >= k`), `B`
+/// (`k x n`, `ldb >= n`) and `C` (`m x n`, `ldc >= n`) in device memory, `C` not overlapping
+/// `A` or `B`, launched with the kernel's `SPEC` (block, grid, dynamic shared memory).
+macro_rules! gemm_entry {
+    ($(#[$attr:meta])* $name:ident => $body:expr) => {
+        $(#[$attr])*
+        ///
+        /// # Safety
+        /// See [`gemm_entry!`](crate::device): valid `A`, `B`, `C` for the given shapes and
+        /// leading dimensions, `C` apart from `A` and `B`, launched with this module's `SPEC`.
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            m: u32,
+            n: u32,
+            k: u32,
+            alpha: f32,
+            a: *const f32,
+            lda: u32,
+            b: *const f32,
+            ldb: u32,
+            beta: f32,
+            c: *mut f32,
+            ldc: u32,
+        ) {
+            let args = $crate::device::GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
+            // SAFETY: the entry's contract is the body's (above).
+            unsafe { $body(args) }
+        }
+    };
+}
+pub(crate) use gemm_entry;

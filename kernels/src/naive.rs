@@ -29,26 +29,13 @@ mod device_code {
     use super::SPEC;
     use crate::device::*;
 
-    /// `C = alpha * A * B + beta * C`, one thread per element, lanes along rows.
-    ///
-    /// # Safety
-    /// `a`, `b`, `c` are device pointers to row-major matrices of `m x k` (leading dimension
-    /// `lda >= k`), `k x n` (`ldb >= n`) and `m x n` (`ldc >= n`); `c` does not overlap `a` or
-    /// `b`; the launch uses [`SPEC`]'s block and grid.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_naive(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C`, one thread per element, lanes along rows.
+        sgemm_naive => gemm
+    }
+
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let row = block_y() * SPEC.tile.0 + thread_x();
         let col = block_x() * SPEC.tile.1 + thread_y();
         if row < m && col < n {

@@ -41,26 +41,13 @@ mod device_code {
     use crate::device::*;
     use crate::ptx::ld_global_nc_f32;
 
-    /// `C = alpha * A * B + beta * C` with 32x32 tiles of `A` and `B` in shared memory.
-    ///
-    /// # Safety
-    /// As for [`sgemm_naive`](crate::naive): valid row-major `A`, `B`, `C` of the given shapes
-    /// and leading dimensions, `C` not overlapping `A` or `B`, launched with [`SPEC`] (its
-    /// block, grid and `smem_bytes` of dynamic shared memory).
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_smem_tiled(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C` with 32x32 tiles of `A` and `B` in shared memory.
+        sgemm_smem_tiled => gemm
+    }
+
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         const BM: u32 = SPEC.tile.0;
         const BN: u32 = SPEC.tile.1;
         let (tx, ty) = (thread_x(), thread_y());

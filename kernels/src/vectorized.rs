@@ -77,20 +77,7 @@ mod device_code {
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm<const VEC4: bool>(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
+    unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         let (t_row, t_col) = (tid / (BN / TN), tid % (BN / TN));
@@ -144,45 +131,14 @@ mod device_code {
         unsafe { update_c_block(&acc, row, col, m, n, alpha, beta, c, ldc) };
     }
 
-    /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-    ///
-    /// # Safety
-    /// As for [`sgemm_naive`](crate::naive), launched with [`SPEC`](super::SPEC).
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_vectorized(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
-        unsafe { gemm::<false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
+        sgemm_vectorized => gemm::<false>
     }
 
-    /// `C = alpha * A * B + beta * C` with 16-byte global loads of `A` and `B`.
-    ///
-    /// # Safety
-    /// As [`sgemm_vectorized`], and: `a` and `b` 16-byte aligned, `lda` and `ldb` multiples of 4.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_vectorized_vec4(
-        m: u32,
-        n: u32,
-        k: u32,
-        alpha: f32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
-    ) {
-        unsafe { gemm::<true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C` with 16-byte global loads of `A` and `B`; the host
+        /// launches it only when `a`, `b` are 16-byte aligned and `lda`, `ldb` multiples of 4.
+        sgemm_vectorized_vec4 => gemm::<true>
     }
 }

@@ -236,7 +236,8 @@ fn time_gpu(
     let kernel = gpu.kernel(kernel)?;
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
     let mut c_dev = gpu.upload(c0)?;
-    gpu.gemm_device(Some(kernel.spec.name), args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
+    gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
+    gpu.synchronize()?;
     let mut c = c0.data.to_vec();
     gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
     let max_error = check(&c);
