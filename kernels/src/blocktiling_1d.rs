@@ -32,6 +32,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (BM * BN / TM, 1),
     tile: (BM, BN),
     smem_bytes: (BM * BK + BK * BN) * 4,
+    min_blocks_per_sm: 0,
 };
 
 const _: () = assert!(

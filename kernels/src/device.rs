@@ -3,7 +3,7 @@
 
 use core::arch::nvptx;
 
-use crate::ptx::F32x4;
+use crate::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -70,6 +70,27 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
 pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
     unsafe {
         *c = if beta == 0.0 { alpha * acc } else { fma(beta, *c, alpha * acc) };
+    }
+}
+
+/// Loads the four floats at `ptr`, which are columns `col..col + 4` of a row that exists iff
+/// `row_ok`, of a matrix with `cols` columns; zeros outside. With `VEC4` the four are one
+/// predicated 16-byte load (`LDG.E.128`), else four predicated scalar loads. Either way there
+/// is no branch, so the main loops stay straight-line code.
+///
+/// # Safety
+/// Every element the guards admit must be inside the matrix and read-only for the kernel's
+/// duration. With `VEC4`, `col` and `cols` are multiples of 4 (so a vector is entirely inside
+/// or entirely outside) and `ptr` is 16-byte aligned.
+#[inline(always)]
+pub unsafe fn load4_global<const VEC4: bool>(ptr: *const f32, row_ok: bool, col: u32, cols: u32) -> F32x4 {
+    unsafe {
+        if VEC4 {
+            ld_global_nc_v4_f32(ptr, row_ok && col < cols)
+        } else {
+            let at = |i: u32| ld_global_nc_f32(ptr.wrapping_add(i as usize), row_ok && col + i < cols);
+            F32x4([at(0), at(1), at(2), at(3)])
+        }
     }
 }
 

@@ -18,7 +18,8 @@ pub struct KernelSpec {
     /// dimension works.
     pub entry: &'static str,
     /// The entry point of the same kernel with 16-byte (`.v4`) global loads of `A` and `B`,
-    /// valid only when their pointers are 16-byte aligned and `lda`, `ldb` are multiples of 4.
+    /// valid only when their pointers are 16-byte aligned and `lda`, `ldb`, `k` and `n` are
+    /// multiples of 4.
     pub vec4_entry: Option<&'static str>,
     /// One line: the technique this kernel adds.
     pub summary: &'static str,
@@ -28,6 +29,10 @@ pub struct KernelSpec {
     pub tile: (u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub smem_bytes: u32,
+    /// Blocks that must fit on one SM at once (0: no requirement). `cargo xtask build-ptx`
+    /// writes it into the PTX as `.minnctapersm`, next to `.maxntid` from [`block`](Self::block),
+    /// and `ptxas` then caps the registers per thread to make it so (CUDA's `__launch_bounds__`).
+    pub min_blocks_per_sm: u32,
 }
 
 impl KernelSpec {

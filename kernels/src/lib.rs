@@ -32,13 +32,16 @@ mod device;
 #[cfg(target_arch = "nvptx64")]
 pub mod ptx;
 
+pub mod async_copy;
 pub mod blocktiling_1d;
 pub mod blocktiling_2d;
 pub mod coalesced;
+pub mod double_buffering;
 pub mod naive;
 pub mod scale;
 pub mod smem_tiled;
 pub mod vectorized;
+pub mod warp_tile;
 
 pub use launch::KernelSpec;
 
@@ -51,4 +54,6 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     blocktiling_1d::SPEC,
     blocktiling_2d::SPEC,
     vectorized::SPEC,
+    double_buffering::SPEC,
+    async_copy::SPEC,
 ];

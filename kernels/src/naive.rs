@@ -22,6 +22,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (32, 32),
     tile: (32, 32),
     smem_bytes: 0,
+    min_blocks_per_sm: 0,
 };
 
 #[cfg(target_arch = "nvptx64")]

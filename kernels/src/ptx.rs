@@ -73,7 +73,7 @@ pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
             v = out(reg32) value,
             ptr = in(reg64) ptr,
             g = in(reg32) guard as u32,
-            options(pure, readonly, nostack),
+            options(nostack),
         );
     }
     value
@@ -105,7 +105,7 @@ pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
             w = out(reg32) w,
             ptr = in(reg64) ptr,
             g = in(reg32) guard as u32,
-            options(pure, readonly, nostack),
+            options(nostack),
         );
     }
     F32x4([x, y, z, w])
@@ -148,10 +148,57 @@ pub unsafe fn ld_shared_v4_f32(addr: SharedAddr) -> F32x4 {
             y = out(reg32) y,
             z = out(reg32) z,
             w = out(reg32) w,
-            options(readonly, nostack),
+            options(nostack),
         );
     }
     F32x4([x, y, z, w])
+}
+
+/// `st.shared.f32`: stores one float to shared memory (`STS`).
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned address inside this block's shared memory allocation, and
+/// no other thread may access those 4 bytes until the next barrier.
+#[inline(always)]
+pub unsafe fn st_shared_f32(addr: SharedAddr, x: f32) {
+    unsafe {
+        asm!(
+            "st.shared.f32 [{a}], {x};",
+            a = in(reg32) addr.0,
+            x = in(reg32) x,
+            options(nostack),
+        );
+    }
+}
+
+/// `ld.shared.f32`: loads one float from shared memory (`LDS`).
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned address inside this block's shared memory allocation,
+/// written before a barrier (block or warp, as the writer was) that this thread has passed.
+#[inline(always)]
+pub unsafe fn ld_shared_f32(addr: SharedAddr) -> f32 {
+    let x: f32;
+    unsafe {
+        asm!(
+            "ld.shared.f32 {x}, [{a}];",
+            a = in(reg32) addr.0,
+            x = out(reg32) x,
+            options(nostack),
+        );
+    }
+    x
+}
+
+/// `bar.warp.sync 0xffffffff`: waits for all 32 threads of the warp and orders their memory
+/// accesses, so that shared memory one lane wrote is visible to the others (a barrier for a
+/// warp-private region of shared memory, cheaper than a block-wide `bar.sync`).
+///
+/// # Safety
+/// All 32 threads of the warp must execute it (the kernels call it with no divergence).
+#[inline(always)]
+pub unsafe fn sync_warp() {
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) }
 }
 
 /// `cp.async.cg.shared.global [dst], [src], 16, src_size`: starts an asynchronous copy of 16
@@ -170,6 +217,28 @@ pub unsafe fn cp_async_cg_16(dst: SharedAddr, src: *const f32, guard: bool) {
     unsafe {
         asm!(
             "cp.async.cg.shared.global [{d}], [{s}], 16, {n};",
+            d = in(reg32) dst.0,
+            s = in(reg64) src,
+            n = in(reg32) src_size,
+            options(nostack),
+        );
+    }
+}
+
+/// `cp.async.ca.shared.global [dst], [src], 4, src_size`: as [`cp_async_cg_16`] for a single
+/// float (4-byte copies must go through L1, `.ca`), so a copy can scatter a row of global
+/// memory into a column of shared memory (a transpose on the way in).
+///
+/// # Safety
+/// `dst` must be a 4-byte aligned address in this block's shared memory; when `guard` is true,
+/// `src` must be a valid, 4-byte aligned global address. Same visibility rules as
+/// [`cp_async_cg_16`].
+#[inline(always)]
+pub unsafe fn cp_async_ca_4(dst: SharedAddr, src: *const f32, guard: bool) {
+    let src_size: u32 = if guard { 4 } else { 0 };
+    unsafe {
+        asm!(
+            "cp.async.ca.shared.global [{d}], [{s}], 4, {n};",
             d = in(reg32) dst.0,
             s = in(reg64) src,
             n = in(reg32) src_size,

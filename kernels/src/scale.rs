@@ -13,6 +13,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (32, 8),
     tile: (8, 32),
     smem_bytes: 0,
+    min_blocks_per_sm: 0,
 };
 
 #[cfg(target_arch = "nvptx64")]

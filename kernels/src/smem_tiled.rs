@@ -28,6 +28,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (32, 32),
     tile: (32, 32),
     smem_bytes: (32 * TILE_K + TILE_K * 32) * 4,
+    min_blocks_per_sm: 0,
 };
 
 const _: () = assert!(

@@ -8,9 +8,9 @@
 //! written with `st.shared.v4`.
 //!
 //! 16-byte loads need 16-byte aligned addresses: the host launches the `vec4` entry only when
-//! `lda` and `ldb` are multiples of 4 (device buffers start 256-byte aligned), and the scalar
-//! entry otherwise; both are the same code ([`load4`]). A vector that straddles the edge of `K`
-//! or `N` is loaded element by element with per-element guards.
+//! `lda`, `ldb`, `k` and `n` are multiples of 4 (device buffers start 256-byte aligned, and no
+//! vector straddles a row's end), and the scalar entry, with per-element guards, otherwise;
+//! both are the same code (`device::load4_global`).
 //!
 //! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
 //!
@@ -39,6 +39,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (BM * BN / (TM * TN), 1),
     tile: (BM, BN),
     smem_bytes: (BK * BM + BK * BN) * 4,
+    min_blocks_per_sm: 0,
 };
 
 const _: () = assert!(
@@ -53,28 +54,7 @@ const _: () = assert!(
 mod device_code {
     use super::{BK, BM, BN, TM, TN};
     use crate::device::*;
-    use crate::ptx::{
-        F32x4, SharedAddr, ld_global_nc_f32, ld_global_nc_v4_f32, ld_shared_v4_f32, st_shared_v4_f32,
-    };
-
-    /// Loads the four floats at `ptr`, which are columns `col..col + 4` of a row that exists iff
-    /// `row_ok`, of a matrix with `cols` columns; zeros outside. With `VEC4`, a vector inside the
-    /// matrix is one 16-byte load (the caller guarantees 16-byte alignment).
-    ///
-    /// # Safety
-    /// Every element the guards admit must be inside the matrix; with `VEC4`, `ptr` is 16-byte
-    /// aligned whenever `col + 4 <= cols`.
-    #[inline(always)]
-    unsafe fn load4<const VEC4: bool>(ptr: *const f32, row_ok: bool, col: u32, cols: u32) -> F32x4 {
-        unsafe {
-            if VEC4 && col + 4 <= cols {
-                ld_global_nc_v4_f32(ptr, row_ok)
-            } else {
-                let at = |i: u32| ld_global_nc_f32(ptr.wrapping_add(i as usize), row_ok && col + i < cols);
-                F32x4([at(0), at(1), at(2), at(3)])
-            }
-        }
-    }
+    use crate::ptx::{SharedAddr, ld_shared_v4_f32, st_shared_v4_f32};
 
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
@@ -94,16 +74,16 @@ mod device_code {
         let mut acc = [[0.0f32; TN as usize]; TM as usize];
         let mut k0 = 0;
         while k0 < k {
-            // SAFETY: load4's guards keep the loads inside A and B (aligned when VEC4, by the
-            // host's dispatch); each shared slot has one writer.
+            // SAFETY: load4_global's guards keep the loads inside A and B (aligned when VEC4, by
+            // the host's dispatch); each shared slot has one writer.
             unsafe {
                 let (gr, gc) = (row0 + a_row, k0 + a_col);
-                let v = load4::<VEC4>(a.wrapping_add(offset(gr, gc, lda)), gr < m, gc, k);
+                let v = load4_global::<VEC4>(a.wrapping_add(offset(gr, gc, lda)), gr < m, gc, k);
                 for (i, x) in v.0.iter().enumerate() {
                     *a_tile.add(((a_col + i as u32) * BM + a_row) as usize) = *x;
                 }
                 let (gr, gc) = (k0 + b_row, col0 + b_col);
-                let v = load4::<VEC4>(b.wrapping_add(offset(gr, gc, ldb)), gr < k, gc, n);
+                let v = load4_global::<VEC4>(b.wrapping_add(offset(gr, gc, ldb)), gr < k, gc, n);
                 st_shared_v4_f32(b_smem.offset_bytes((b_row * BN + b_col) * 4), v);
             }
             sync_threads();
@@ -138,7 +118,8 @@ mod device_code {
 
     gemm_entry! {
         /// `C = alpha * A * B + beta * C` with 16-byte global loads of `A` and `B`; the host
-        /// launches it only when `a`, `b` are 16-byte aligned and `lda`, `ldb` multiples of 4.
+        /// launches it only when `a`, `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
+        /// multiples of 4.
         sgemm_vectorized_vec4 => gemm::<true>
     }
 }

@@ -52,12 +52,14 @@ pub struct GpuKernel {
 }
 
 impl GpuKernel {
-    /// The entry to launch: the 16-byte-load variant when `A` and `B` allow it (their
-    /// leading dimensions are multiples of 4; device buffers start 256-byte aligned, so row
-    /// starts are then 16-byte aligned), the scalar-load entry otherwise.
+    /// The entry to launch: the 16-byte-load variant when `A` and `B` allow it (leading
+    /// dimensions and row lengths `k`, `n` multiples of 4; device buffers start 256-byte
+    /// aligned, so row starts are then 16-byte aligned and no vector straddles a row's end),
+    /// the scalar-load entry otherwise.
     fn function_for(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> &CudaFunction {
+        let fours = [a.ld(), b.ld(), a.cols(), b.cols()].iter().all(|x| x.is_multiple_of(4));
         match &self.vec4 {
-            Some(vec4) if a.ld().is_multiple_of(4) && b.ld().is_multiple_of(4) => vec4,
+            Some(vec4) if fours => vec4,
             _ => &self.function,
         }
     }
@@ -78,7 +80,7 @@ impl std::fmt::Debug for Gpu {
 }
 
 /// The name of the kernel [`Gpu::gemm`] picks when none is named.
-pub const AUTO_KERNEL: &str = "vectorized";
+pub const AUTO_KERNEL: &str = "double_buffered";
 
 impl Gpu {
     /// Opens device `ordinal`: creates its context and stream and loads the kernels.

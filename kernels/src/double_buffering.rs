@@ -1,0 +1,205 @@
+//! Step 8, the first flagship kernel (seed 000, section 5): 128 x 128 x 8 with double
+//! buffering at both levels of the memory hierarchy, on the warp-tiled layout.
+//!
+//! What it adds over [`vectorized`](crate::vectorized):
+//! - Warp tiling ([`warp_tile`](crate::warp_tile)): each warp owns a 32 x 64 region and each
+//!   lane four 4 x 4 accumulator blocks, so fragment loads are conflict-free `ld.shared.v4`.
+//! - Shared-memory double buffering: two stages of the `A` and `B` tiles. While the block
+//!   computes on one stage, the next tile's global loads are in flight into registers; they
+//!   are stored to the other stage after the last `k` of the current one, so one barrier per
+//!   tile is enough (the stage being overwritten was last read before the previous barrier).
+//!   A stage is the `A` tile followed by the `B` tile; the stage is switched by XOR-ing one
+//!   offset (`0 <-> STAGE`), and every shared address is a base plus an immediate.
+//! - Register double buffering: the fragments for `k + 1` are loaded from shared memory while
+//!   the outer product of `k` runs.
+//! - `A` is stored transposed with a leading dimension of 132 floats. Each thread loads 4
+//!   consecutive `k` of one row (one 16-byte load in the `vec4` entry) and stores them as 4
+//!   scalars down a column of the transposed tile; the 4 extra floats per row shift each `k`
+//!   row by 4 banks, so the 16 rows x 2 `k` halves of a warp's store hit 32 different banks.
+//!   (Seed 000 instead loads 4 rows of one `k` with 4 scalar loads and stores them with one
+//!   `st.shared.v4`, which the same padding makes conflict-free; here that held 4 row pointers
+//!   live across the loop and spilled at the 128-register cap.)
+//! - `B` is loaded with one 16-byte load per thread (the `vec4` entry) or 4 guarded scalar
+//!   loads, and stored with `st.shared.v4`.
+//! - `C` goes back through shared memory, 128 contiguous bytes per warp store
+//!   ([`WarpTile::store_c`](crate::warp_tile)).
+//!
+//! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each).
+
+use crate::launch::KernelSpec;
+use crate::warp_tile::STAGE_BYTES;
+
+/// Rows and columns of `C` per block.
+const BM: u32 = 128;
+const BN: u32 = 128;
+/// Depth of one shared-memory tile along `K`.
+const BK: u32 = 8;
+/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats.
+const A_LD: u32 = BM + 4;
+/// Bytes of the `A` tile, which the `B` tile follows in a stage.
+const A_TILE: u32 = BK * A_LD * 4;
+/// Bytes of one stage (both tiles).
+const STAGE: u32 = A_TILE + BK * BN * 4;
+/// Bytes of the two stages.
+const MAIN_LOOP_BYTES: u32 = 2 * STAGE;
+const THREADS: u32 = 256;
+
+/// Launch configuration of [`sgemm_double_buffered`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "double_buffered",
+    entry: "sgemm_double_buffered",
+    vec4_entry: Some("sgemm_double_buffered_vec4"),
+    summary: "flagship 128x128x8: warp tiles, double-buffered shared memory and registers",
+    block: (THREADS, 1),
+    tile: (BM, BN),
+    smem_bytes: if MAIN_LOOP_BYTES > 8 * STAGE_BYTES { MAIN_LOOP_BYTES } else { 8 * STAGE_BYTES },
+    min_blocks_per_sm: 2,
+};
+
+const _: () = assert!(
+    BM * BK / 4 == THREADS && BK * BN / 4 == THREADS,
+    "each thread loads one 4-vector of each tile per stage"
+);
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::{A_LD, A_TILE, BK, BM, BN, STAGE};
+    use crate::device::*;
+    use crate::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
+    use crate::warp_tile::WarpTile;
+
+    /// One stage's worth of global data held in registers between its load and its store.
+    struct Staged {
+        a: F32x4,
+        b: F32x4,
+    }
+
+    #[inline(always)]
+    unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+        let tid = thread_x();
+        let (row0, col0) = (block_y() * BM, block_x() * BN);
+        let tile = WarpTile::of(tid);
+
+        // Global loads: A row a_row, columns a_k..a_k + 4; B row b_k, columns b_col..b_col + 4.
+        let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
+        let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
+        let a_row_ok = row0 + a_row < m;
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
+        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
+        let b_step = BK as usize * ldb as usize;
+
+        // Loads tile `k0` into registers (zeros outside A and B) and moves the pointers on.
+        let mut load = |k0: u32| {
+            // SAFETY: load4_global admits only elements inside A and B; VEC4's conditions are
+            // the host's dispatch (lda, ldb, k, n multiples of 4, 16-byte aligned a and b).
+            let staged = unsafe {
+                Staged {
+                    a: load4_global::<VEC4>(a_ptr, a_row_ok, k0 + a_k, k),
+                    b: load4_global::<VEC4>(b_ptr, k0 + b_k < k, col0 + b_col, n),
+                }
+            };
+            a_ptr = a_ptr.wrapping_add(BK as usize);
+            b_ptr = b_ptr.wrapping_add(b_step);
+            staged
+        };
+
+        let smem = dynamic_shared_f32();
+        // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
+        let base = unsafe { SharedAddr::of(smem) };
+        let a_store = base.offset_bytes((a_k * A_LD + a_row) * 4);
+        let b_store = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
+        let store = |stage: u32, s: &Staged| {
+            // SAFETY: 16-byte aligned slots of the stage not being read (see the module doc);
+            // each slot has one writer.
+            unsafe {
+                for (i, x) in s.a.0.into_iter().enumerate() {
+                    st_shared_f32(a_store.offset_bytes(stage + i as u32 * A_LD * 4), x);
+                }
+                st_shared_v4_f32(b_store.offset_bytes(stage), s.b);
+            }
+        };
+        // The fragments of `k = p` of the stage at offset `stage`.
+        let fragments = |stage: u32, p: u32| {
+            let at = base.offset_bytes(stage);
+            // SAFETY: rows of the stage, written before the last barrier.
+            unsafe {
+                (
+                    tile.a_fragment(at.offset_bytes(p * A_LD * 4)),
+                    tile.b_fragment(at.offset_bytes(A_TILE + p * BN * 4)),
+                )
+            }
+        };
+
+        let mut acc = [[0.0f32; 8]; 8];
+        let staged = load(0);
+        store(0, &staged);
+        sync_threads();
+        let mut frag = fragments(0, 0);
+        // One tile: computes on the stage at `$read` while the next tile's global loads fly
+        // (all zeros, and no memory touched, past the last tile), then stores them to `$write`.
+        // A macro rather than a closure, so that both copies inline with constant offsets.
+        macro_rules! tile_step {
+            ($k0:expr, $read:expr, $write:expr) => {
+                let staged = load($k0);
+                for p in 0..BK {
+                    // Register double buffering: the fragments of p + 1 (of the next stage at
+                    // p = 7, after the store and the barrier) load while the products of p run.
+                    let next = if p + 1 < BK {
+                        fragments($read, p + 1)
+                    } else {
+                        store($write, &staged);
+                        sync_threads();
+                        fragments($write, 0)
+                    };
+                    outer_product(&mut acc, &frag.0, &frag.1);
+                    frag = next;
+                }
+            };
+        }
+        let mut k0 = BK;
+        if VEC4 {
+            // Two tiles per iteration, so that both stage offsets are constants in the code:
+            // no stage register, no moves of the fragments at the loop's back edge.
+            loop {
+                tile_step!(k0, 0, STAGE);
+                if k0 >= k {
+                    break;
+                }
+                tile_step!(k0 + BK, STAGE, 0);
+                if k0 + BK >= k {
+                    break;
+                }
+                k0 += 2 * BK;
+            }
+        } else {
+            // One tile per iteration, the stage switched by XOR: the scalar loads' 8 guards
+            // leave no room for the two-tile loop within 128 registers (ptxas spills it).
+            let mut read = 0;
+            loop {
+                tile_step!(k0, read, read ^ STAGE);
+                if k0 >= k {
+                    break;
+                }
+                read ^= STAGE;
+                k0 += BK;
+            }
+        }
+
+        // Every warp is past its last fragment load: the tiles' memory becomes C's staging.
+        sync_threads();
+        // SAFETY: the staging area is this block's shared memory (SPEC.smem_bytes covers it)
+        // and no longer read as tiles; C is valid for m x n with ldc.
+        unsafe { tile.store_c(&acc, base, (row0, col0), (m, n), alpha, beta, c, ldc) };
+    }
+
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
+        sgemm_double_buffered => gemm::<false>
+    }
+
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
+        /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
+        sgemm_double_buffered_vec4 => gemm::<true>
+    }
+}

@@ -1,0 +1,155 @@
+//! The warp-tiled thread layout of the flagship kernels (seed 000, section 5.2), shared by
+//! every kernel that computes a 128-row block tile with 256 threads.
+//!
+//! The block's 8 warps each own a 32 x 64 region of the `128 x 128` tile (4 warps down, 2
+//! across). Inside a warp the 32 lanes form a 4 x 8 grid, and each lane owns an 8 x 8 block of
+//! accumulators made of four 4 x 4 blocks: rows `r..r+4` and `r+16..r+20`, columns `c..c+4`
+//! and `c+32..c+36`. For one `k` a lane therefore reads two 4-vectors of the (transposed) `A`
+//! tile and two of the `B` tile: four `ld.shared.v4`, with no bank conflicts since the 8
+//! lanes of each quarter-warp touch 2 distinct `A` vectors and 4 distinct, adjacent `B`
+//! vectors (each 16-byte vector is broadcast to at most 4 lanes).
+//!
+//! The epilogue writes `C` through shared memory: one 4 x 4 block at a time, each warp stages
+//! its 16 x 32 piece (row stride [`STAGE_LD`], padded so the `st.shared.v4` of the two lane
+//! rows of a quarter-warp fall in different banks) and then stores it row by row, a lane per
+//! column, so every global store instruction writes 128 contiguous bytes.
+
+/// Rows and columns of `C` per warp.
+pub const WARP_M: u32 = 32;
+pub const WARP_N: u32 = 64;
+/// Warps across the block tile (along `N`).
+pub const WARPS_N: u32 = 2;
+/// Row stride, in floats, of a warp's 16 x 32 staging area for `C`.
+pub const STAGE_LD: u32 = 36;
+/// Bytes of shared memory the epilogue needs per warp.
+pub const STAGE_BYTES: u32 = 16 * STAGE_LD * 4;
+
+#[cfg(target_arch = "nvptx64")]
+pub use device_code::*;
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::{STAGE_BYTES, STAGE_LD, WARP_M, WARP_N, WARPS_N};
+    use crate::device::{offset, update_c};
+    use crate::ptx::{F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp};
+
+    /// Where one thread sits in the block tile: just its first accumulator row and column, the
+    /// two values the main loop needs (everything else is derived from them in the epilogue,
+    /// so no other index stays live across the loop and costs registers).
+    #[derive(Clone, Copy)]
+    pub struct WarpTile {
+        /// The block-tile row of the thread's first accumulator row (`+ 0..4`, `+ 16..20`).
+        pub row: u32,
+        /// The block-tile column of its first accumulator column (`+ 0..4`, `+ 32..36`).
+        pub col: u32,
+    }
+
+    impl WarpTile {
+        /// The layout for thread `tid` of a 256-thread block.
+        #[inline(always)]
+        pub fn of(tid: u32) -> Self {
+            let (warp, lane) = (tid / 32, tid % 32);
+            let (warp_row, warp_col) = (warp / WARPS_N * WARP_M, warp % WARPS_N * WARP_N);
+            // Lanes 0,1 are rows 0,1 of column 0; lanes 2,3 of column 1; ... lanes 16.. rows 2,3.
+            let (lane_row, lane_col) = (lane / 16 * 2 + lane % 2, lane % 16 / 2);
+            Self { row: warp_row + lane_row * 4, col: warp_col + lane_col * 4 }
+        }
+
+        /// The warp's first row and column in the block tile (the lane offsets are below 32
+        /// rows and 64 columns).
+        #[inline(always)]
+        fn warp_origin(&self) -> (u32, u32) {
+            (self.row / WARP_M * WARP_M, self.col / WARP_N * WARP_N)
+        }
+
+        /// The thread's 8 `A` values for one `k`: two `ld.shared.v4` from the transposed
+        /// tile row at `a_k` (`A_tile[k][row..]`).
+        ///
+        /// # Safety
+        /// `a_k` is the shared address of that tile row, 16-byte aligned, rows of at least 128
+        /// floats, written before a barrier this thread has passed.
+        #[inline(always)]
+        pub unsafe fn a_fragment(&self, a_k: SharedAddr) -> [f32; 8] {
+            unsafe {
+                join(
+                    ld_shared_v4_f32(a_k.offset_bytes(self.row * 4)),
+                    ld_shared_v4_f32(a_k.offset_bytes((self.row + 16) * 4)),
+                )
+            }
+        }
+
+        /// The thread's 8 `B` values for one `k`, from the `B` tile row at `b_k`.
+        ///
+        /// # Safety
+        /// As [`a_fragment`](Self::a_fragment), for the `B` tile.
+        #[inline(always)]
+        pub unsafe fn b_fragment(&self, b_k: SharedAddr) -> [f32; 8] {
+            unsafe {
+                join(
+                    ld_shared_v4_f32(b_k.offset_bytes(self.col * 4)),
+                    ld_shared_v4_f32(b_k.offset_bytes((self.col + 32) * 4)),
+                )
+            }
+        }
+
+        /// Writes `alpha * acc + beta * C` for the thread's accumulators, whose block tile
+        /// starts at `(row0, col0)` of `C`, through shared memory so that each store
+        /// instruction of a warp covers 128 contiguous bytes of a row. Elements outside the
+        /// `m x n` matrix are skipped; `C` is read only when `beta != 0`.
+        ///
+        /// # Safety
+        /// `staging` is this block's shared memory, at least `8 * STAGE_BYTES` bytes, that
+        /// no thread reads or writes any more (call after a barrier that follows the last
+        /// use of the tiles); `c` is a valid `m x n` matrix with leading dimension `ldc`.
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn store_c(
+            &self,
+            acc: &[[f32; 8]; 8],
+            staging: SharedAddr,
+            (row0, col0): (u32, u32),
+            (m, n): (u32, u32),
+            alpha: f32,
+            beta: f32,
+            c: *mut f32,
+            ldc: u32,
+        ) {
+            let (warp_row, warp_col) = self.warp_origin();
+            let warp = warp_row / WARP_M * WARPS_N + warp_col / WARP_N;
+            let (lane_row, lane_col) = ((self.row - warp_row) / 4, (self.col - warp_col) / 4);
+            let lane = lane_row / 2 * 16 + lane_col * 2 + lane_row % 2;
+            let stage = staging.offset_bytes(warp * STAGE_BYTES);
+            for i in 0..2 {
+                for j in 0..2 {
+                    // SAFETY: the warp's own staging area, 16-byte aligned slots; bar.warp.sync
+                    // orders the lanes' writes before their reads and the reads before the
+                    // next block's writes.
+                    unsafe {
+                        for r in 0..4 {
+                            let at = stage.offset_bytes(((lane_row * 4 + r) * STAGE_LD + lane_col * 4) * 4);
+                            let acc_row = &acc[i * 4 + r as usize];
+                            let v = [0, 1, 2, 3].map(|q| acc_row[j * 4 + q]);
+                            st_shared_v4_f32(at, F32x4(v));
+                        }
+                        sync_warp();
+                        let col = col0 + warp_col + j as u32 * 32 + lane;
+                        for r in 0..16 {
+                            let row = row0 + warp_row + i as u32 * 16 + r;
+                            let v = ld_shared_f32(stage.offset_bytes((r * STAGE_LD + lane) * 4));
+                            if row < m && col < n {
+                                update_c(c.add(offset(row, col, ldc)), alpha, v, beta);
+                            }
+                        }
+                        sync_warp();
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn join(lo: F32x4, hi: F32x4) -> [f32; 8] {
+        let ([a, b, c, d], [e, f, g, h]) = (lo.0, hi.0);
+        [a, b, c, d, e, f, g, h]
+    }
+}
