@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, over what scripts/devbuild.sh built:
-# the GPU correctness suite, the integration tests, compute-sanitizer, and the timings
-# against cuBLAS. Logs go to $OUT (or ./device-logs); the summary is printed last.
+# the GPU correctness suite, the integration tests, compute-sanitizer, and the benchmark
+# against cuBLAS (KERNELS and SIZES as for `gemm bench`; default: every kernel, default sizes). Logs go to $OUT (or ./device-logs); the summary is printed last.
 set -uo pipefail
 b=.devbuild
 out=${OUT:-device-logs}
@@ -14,9 +14,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 
 step "SASS of the sm_90 module: 16-byte loads and FFMA per kernel"
 ptxas -arch=sm_90 -o "$out/sm_90.cubin" host/ptx/sm_90.ptx && cuobjdump --dump-sass "$out/sm_90.cubin" >"$out/sm_90.sass" &&
-  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /FFMA/ {ffma[f]++}
-       END {printf "%-24s %8s %8s %8s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "FFMA";
-            for (f in ffma) printf "%-24s %8d %8d %8d %6d\n", f, lds[f], ldg[f], sts[f], ffma[f]}' "$out/sm_90.sass"
+  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /STL|LDL/ {loc[f]++}
+       END {printf "%-28s %8s %8s %8s %7s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "local";
+            for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], loc[f]}' "$out/sm_90.sass"
 rm -f "$out/sm_90.cubin"
 
 step "selftest (the shared suite on every GPU kernel)"
@@ -38,10 +38,9 @@ for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
     && echo "initcheck $kernel: clean" || { echo "initcheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
 done
 
-step "timings against cuBLAS (same process, same buffers)"
-for size in ${SIZES:-1024 2048 4096}; do
-  $b/gemm --backend gpu --m "$size" --kernel all --peer --iters "${ITERS:-20}" 2>&1 | tee -a "$out/timings.log" || status=1
-done
+step "benchmark against cuBLAS (gemm bench: same process, same buffers, L2 flushed per replay)"
+$b/gemm bench --backend gpu --kernels "${KERNELS:-all}" --peers ${SIZES:+--sizes "$SIZES"} \
+  --json "$out/bench-gpu.json" --csv "$out/bench-gpu.csv" --plot "$out/bench-gpu.svg" 2>&1 | tee "$out/bench.log" || status=1
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee -a "$out/device.txt"
 echo; echo "on-device status: $status"
 exit $status

@@ -15,7 +15,9 @@ pub use device_matrix::DeviceMatrix;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::Ptx;
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale};
 
@@ -263,6 +265,23 @@ impl Gpu {
         let end = self.stream.record_event(flags).map_err(Error::cuda("recording an event"))?;
         end.synchronize().map_err(Error::cuda("waiting for an event"))?;
         start.elapsed_ms(&end).map_err(Error::cuda("reading an event time"))
+    }
+}
+
+/// A device buffer twice the size of the L2 cache; writing it evicts every line a previous
+/// GEMM left in L2, so the next timed run starts cold, as a GEMM inside an application would.
+pub struct L2Flush(CudaSlice<u8>);
+
+impl Gpu {
+    /// Allocates the buffer [`flush_l2`](Self::flush_l2) writes.
+    pub fn l2_flush_buffer(&self) -> Result<L2Flush> {
+        let bytes = 2 * self.info.l2_bytes.max(1 << 20);
+        self.stream.alloc_zeros::<u8>(bytes).map(L2Flush).map_err(alloc_error(bytes))
+    }
+
+    /// Queues a write of the whole flush buffer (`cuMemsetD8Async`) on the stream.
+    pub fn flush_l2(&self, buffer: &mut L2Flush) -> Result<()> {
+        self.stream.memset_zeros(&mut buffer.0).map_err(Error::cuda("flushing the L2 cache"))
     }
 }
 

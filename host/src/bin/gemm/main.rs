@@ -4,6 +4,9 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod bench;
+mod plot;
+
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -20,6 +23,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Sweep sizes and kernels with the seed's timing method (L2 flushed before each replay,
+    /// the mean of the second half of the replays), beside the peer on the same buffers;
+    /// writes a table, and on request JSON, CSV and an SVG plot.
+    Bench(bench::BenchArgs),
     /// Run the correctness suite on every kernel of the backend (odd shapes, alpha/beta,
     /// padded leading dimensions, beta = 0 with NaN in C).
     Selftest {
@@ -70,8 +77,12 @@ struct RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Some(Command::Selftest { backend }) => selftest(backend),
-        None => run(&cli.run),
+        Some(Command::Selftest { backend }) => selftest(backend).map_err(Into::into),
+        Some(Command::Bench(args)) => {
+            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            bench::bench(&args, command)
+        }
+        None => run(&cli.run).map_err(Into::into),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

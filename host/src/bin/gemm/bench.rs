@@ -1,0 +1,545 @@
+//! `gemm bench`: the one harness behind every performance figure of the project.
+//!
+//! Method (seed 000, section 2), per size and kernel, on one set of device buffers shared by
+//! our kernels and the peer:
+//! - one untimed run, whose result is checked against the f64 reference on 16 sampled rows
+//!   (it is also the warm-up; the module was loaded when the GPU was opened);
+//! - `max(20, 1000 * exp((1024 - n) / 3100))` timed replays, each preceded by a write of a
+//!   buffer twice the L2 size (outside the timed region) and timed by CUDA events around the
+//!   launch alone;
+//! - the mean of the second half of the replays is the reported time (`seconds`), with the
+//!   median of that half and its spread (standard deviation over mean).
+//!
+//! On the CPU the replays are timed with the wall clock (at least 3, and as many as fit in
+//! about a second, up to the same schedule).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use sgemm::{Backend, Error, Gpu, MatMut, MatRef, reference};
+
+use crate::plot;
+
+/// The default sweep: powers of two and their neighbours, the odd sizes the seeds trip on.
+const GPU_SIZES: &str = "1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192";
+const CPU_SIZES: &str = "512,1000,1024,2047,2048";
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// auto (the GPU if there is one, else the CPU), cpu or gpu.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// `auto` (the automatic choice, its own row), `all` (every kernel, and auto), or a
+    /// comma-separated list of kernel names.
+    #[arg(long, default_value = "auto")]
+    kernels: String,
+    /// Square sizes: a comma-separated list of `N` or `FIRST:LAST:STEP` ranges
+    /// (default: 1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192 on the GPU,
+    /// 512,1000,1024,2047,2048 on the CPU).
+    #[arg(long)]
+    sizes: Option<String>,
+    /// CPU threads for the peers (recorded in each row; our CPU kernels are single-threaded).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Time the peer on the same buffers: cuBLAS on the GPU (needs the `cublas` feature).
+    #[arg(long)]
+    peers: bool,
+    /// Write the record as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the rows as CSV.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Draw TFLOP/s against size as an SVG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// The JSON record of one `gemm bench` run.
+#[derive(Serialize)]
+pub struct Record {
+    pub device: String,
+    pub backend: String,
+    pub date: String,
+    pub commit: String,
+    pub driver: Option<String>,
+    /// SM clock (MHz) read by nvidia-smi before and after the sweep.
+    pub sm_clock_mhz: Option<(u32, u32)>,
+    pub command: String,
+    pub rows: Vec<Row>,
+}
+
+/// One kernel at one size.
+#[derive(Serialize)]
+pub struct Row {
+    pub backend: String,
+    /// The name asked for (`auto` for the automatic choice).
+    pub kernel: String,
+    /// The kernel that ran.
+    pub resolved: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub threads: usize,
+    /// Mean of the second half of the replays.
+    pub seconds: f64,
+    pub median_seconds: f64,
+    /// Standard deviation over mean of the second half.
+    pub spread: f64,
+    pub replays: usize,
+    /// `2 m n k / seconds / 1e12`.
+    pub tflops: f64,
+    /// The fastest peer at this size, if any was timed.
+    pub peer: Option<String>,
+    pub peer_tflops: Option<f64>,
+    /// `tflops / peer_tflops`.
+    pub ratio: Option<f64>,
+    /// Largest `|c - ref| / (|alpha| sum|a||b| + |beta c|)` on 16 sampled rows.
+    pub max_rel_err: f64,
+    pub passed: bool,
+    /// Every peer timed at this size.
+    pub peers: Vec<Timing>,
+}
+
+/// A timed run of anything (our kernel or a peer).
+#[derive(Clone, Serialize)]
+pub struct Timing {
+    pub name: String,
+    pub seconds: f64,
+    pub median_seconds: f64,
+    pub spread: f64,
+    pub replays: usize,
+    pub tflops: f64,
+    pub max_rel_err: f64,
+}
+
+/// The seed's replay count for size `n`: many for small, fast problems, at least 20.
+pub fn replays(n: usize) -> usize {
+    (1000.0 * ((1024.0 - n as f64) / 3100.0).exp()).max(20.0).round() as usize
+}
+
+/// `--sizes` syntax: `N` and `FIRST:LAST:STEP`, comma-separated.
+pub fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
+    let mut sizes = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let parts: Vec<usize> = item
+            .split(':')
+            .map(|p| p.parse().map_err(|_| format!("--sizes: `{item}` is not N or FIRST:LAST:STEP")))
+            .collect::<Result<_, _>>()?;
+        match parts[..] {
+            [n] => sizes.push(n),
+            [first, last, step] if step > 0 && first <= last => sizes.extend((first..=last).step_by(step)),
+            _ => return Err(format!("--sizes: `{item}` is not N or FIRST:LAST:STEP (STEP > 0)")),
+        }
+    }
+    if sizes.is_empty() { Err("--sizes: no size given".into()) } else { Ok(sizes) }
+}
+
+/// Mean and median of the second half of `samples` (seconds), and its spread.
+fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64) -> Timing {
+    let half = &samples[samples.len() / 2..];
+    let mean = half.iter().sum::<f64>() / half.len() as f64;
+    let var = half.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / half.len() as f64;
+    let mut sorted = half.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Timing {
+        name: name.into(),
+        seconds: mean,
+        median_seconds: sorted[sorted.len() / 2],
+        spread: var.sqrt() / mean,
+        replays: samples.len(),
+        tflops: flops / mean / 1e12,
+        max_rel_err,
+    }
+}
+
+/// One problem's inputs, on the host.
+struct Problem {
+    n: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c0: Vec<f32>,
+}
+
+impl Problem {
+    fn new(n: usize, seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ n as u64);
+        let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        Problem { n, a: random(n * n), b: random(n * n), c0: random(n * n) }
+    }
+
+    fn views(&self) -> (MatRef<'_>, MatRef<'_>, MatRef<'_>) {
+        let n = self.n;
+        (
+            MatRef::contiguous(&self.a, n, n),
+            MatRef::contiguous(&self.b, n, n),
+            MatRef::contiguous(&self.c0, n, n),
+        )
+    }
+
+    /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0).
+    fn error(&self, c: &[f32]) -> f64 {
+        let (a, b, c0) = self.views();
+        let rows = reference::sample_rows(self.n, 16);
+        reference::compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(c, self.n, self.n), rows).max_error
+    }
+}
+
+/// Errors of the harness: the library's, and its own (bad `--sizes`, unwritable files).
+pub type BenchError = Box<dyn std::error::Error>;
+
+pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
+    let engine = crate::open(args.backend)?;
+    let backend = engine.backend_name().to_string();
+    let default_sizes = if engine.gpu().is_some() { GPU_SIZES } else { CPU_SIZES };
+    let sizes = parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?;
+    let kernels: Vec<String> = match args.kernels.as_str() {
+        "auto" => vec!["auto".into()],
+        "all" => engine.kernel_names().iter().map(|s| s.to_string()).chain(["auto".into()]).collect(),
+        list => list.split(',').map(|s| s.trim().to_string()).collect(),
+    };
+    // Unknown names fail before the sweep starts.
+    for kernel in kernels.iter().filter(|k| *k != "auto") {
+        match engine.gpu() {
+            Some(gpu) => drop(gpu.kernel(Some(kernel))?),
+            None => drop(sgemm::cpu::kernel(Some(kernel))?),
+        }
+    }
+    let (driver, clock_before) = nvidia_smi();
+    let device = match engine.gpu() {
+        Some(gpu) => gpu.info().name.clone(),
+        None => cpu_name(),
+    };
+
+    let progress = ProgressBar::new((sizes.len() * kernels.len()) as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} / ~{duration}]")
+            .expect("a valid template"),
+    );
+    say(
+        &progress,
+        format!(
+            "{:>6} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>9}",
+            "n", "kernel", "mean ms", "median ms", "spread", "TFLOP/s", "peer", "ratio", "max err"
+        ),
+    );
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        progress.set_message(format!("n = {n}"));
+        let problem = Problem::new(n, args.seed);
+        let flops = 2.0 * (n as f64).powi(3);
+        let (ours, peers) = match engine.gpu() {
+            Some(gpu) => time_gpu(gpu, &problem, &kernels, args.peers, flops, &progress)?,
+            None => (time_cpu(&problem, &kernels, flops, &progress)?, Vec::new()),
+        };
+        let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
+        for (kernel, resolved, timing) in ours {
+            let tolerance = reference::tolerance(n);
+            let row = Row {
+                backend: backend.clone(),
+                kernel,
+                resolved,
+                m: n,
+                n,
+                k: n,
+                threads: args.threads,
+                seconds: timing.seconds,
+                median_seconds: timing.median_seconds,
+                spread: timing.spread,
+                replays: timing.replays,
+                tflops: timing.tflops,
+                peer: best_peer.as_ref().map(|p| p.name.clone()),
+                peer_tflops: best_peer.as_ref().map(|p| p.tflops),
+                ratio: best_peer.as_ref().map(|p| timing.tflops / p.tflops),
+                max_rel_err: timing.max_rel_err,
+                passed: timing.max_rel_err <= tolerance,
+                peers: peers.clone(),
+            };
+            say(
+                &progress,
+                format!(
+                    "{:>6} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
+                    n,
+                    row.kernel,
+                    row.seconds * 1e3,
+                    row.median_seconds * 1e3,
+                    row.spread * 100.0,
+                    row.tflops,
+                    row.peer_tflops.map_or("-".into(), |p| format!("{p:.3}")),
+                    row.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+                    row.max_rel_err,
+                    if row.passed { "" } else { " FAIL" },
+                ),
+            );
+            rows.push(row);
+        }
+    }
+    progress.finish_and_clear();
+    let (_, clock_after) = nvidia_smi();
+
+    print_summary(&rows);
+    let record = Record {
+        device,
+        backend,
+        date: utc_now(),
+        commit: env!("GEMM_COMMIT").into(),
+        driver,
+        sm_clock_mhz: clock_before.zip(clock_after),
+        command,
+        rows,
+    };
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&record).expect("the record serializes");
+        write(path, &json)?;
+    }
+    if let Some(path) = &args.csv {
+        write(path, &to_csv(&record))?;
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(&record, path).map_err(|e| format!("drawing {}: {e}", path.display()))?;
+    }
+    Ok(record.rows.iter().all(|r| r.passed))
+}
+
+/// Prints a line above the progress bar, or plainly when the bar is hidden (no terminal).
+fn say(progress: &ProgressBar, line: String) {
+    if progress.is_hidden() { println!("{line}") } else { progress.println(line) }
+}
+
+type Timed = (String, String, Timing);
+
+fn time_gpu(
+    gpu: &Gpu,
+    problem: &Problem,
+    kernels: &[String],
+    with_peers: bool,
+    flops: f64,
+    progress: &ProgressBar,
+) -> Result<(Vec<Timed>, Vec<Timing>), Error> {
+    let (a, b, c0) = problem.views();
+    let (a_dev, b_dev) = (gpu.upload(&a)?, gpu.upload(&b)?);
+    let mut c_dev = gpu.upload(&c0)?;
+    let mut flush = gpu.l2_flush_buffer()?;
+    let mut c = problem.c0.clone();
+    let replays = replays(problem.n);
+
+    // Checks one run of `launch`, then times `replays` runs, each after an L2 flush.
+    let mut measure = |name: &str, launch: &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>| {
+        launch(&mut c_dev)?;
+        gpu.synchronize()?;
+        gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, problem.n, problem.n))?;
+        let error = problem.error(&c);
+        let mut samples = Vec::with_capacity(replays);
+        for _ in 0..replays {
+            gpu.flush_l2(&mut flush)?;
+            samples.push(gpu.time_ms(|| launch(&mut c_dev))? as f64 * 1e-3);
+        }
+        Ok::<_, Error>(summarize(name, &samples, flops, error))
+    };
+    let mut ours = Vec::new();
+    for kernel in kernels {
+        let resolved = gpu.kernel((kernel != "auto").then_some(kernel.as_str()))?;
+        let timing = measure(kernel, &|c| gpu.enqueue(resolved, 1.0, &a_dev, &b_dev, 0.0, c))?;
+        ours.push((kernel.clone(), resolved.spec.name.to_string(), timing));
+        progress.inc(1);
+    }
+    let mut peers = Vec::new();
+    if with_peers {
+        peers.push(cublas_peer(gpu, &mut measure, &a_dev, &b_dev)?);
+    }
+    Ok((ours, peers))
+}
+
+type Measure<'a> =
+    dyn FnMut(&str, &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>) -> Result<Timing, Error> + 'a;
+
+#[cfg(feature = "cublas")]
+fn cublas_peer(
+    gpu: &Gpu,
+    measure: &mut Measure,
+    a: &sgemm::DeviceMatrix,
+    b: &sgemm::DeviceMatrix,
+) -> Result<Timing, Error> {
+    let blas = sgemm::gpu::cublas::Cublas::new(gpu)?;
+    measure("cublas", &|c| blas.enqueue(1.0, a, b, 0.0, c))
+}
+
+#[cfg(not(feature = "cublas"))]
+fn cublas_peer(
+    _: &Gpu,
+    _: &mut Measure,
+    _: &sgemm::DeviceMatrix,
+    _: &sgemm::DeviceMatrix,
+) -> Result<Timing, Error> {
+    Err(Error::NoGpu("--peers on the GPU times cuBLAS: build gemm with `--features cublas`".into()))
+}
+
+fn time_cpu(
+    problem: &Problem,
+    kernels: &[String],
+    flops: f64,
+    progress: &ProgressBar,
+) -> Result<Vec<Timed>, Error> {
+    let (a, b, _) = problem.views();
+    let n = problem.n;
+    let mut c = problem.c0.clone();
+    let mut ours = Vec::new();
+    for kernel in kernels {
+        let resolved = sgemm::cpu::kernel((kernel != "auto").then_some(kernel.as_str()))?.name;
+        let run = |c: &mut [f32]| {
+            sgemm::cpu::gemm(Some(resolved), 1.0, &a, &b, 0.0, &mut MatMut::contiguous(c, n, n))
+        };
+        let started = Instant::now();
+        run(&mut c)?;
+        let first = started.elapsed().as_secs_f64();
+        let error = problem.error(&c);
+        let count = ((1.0 / first) as usize).clamp(3, replays(n));
+        let mut samples = Vec::with_capacity(count);
+        for _ in 0..count {
+            let started = Instant::now();
+            run(&mut c)?;
+            samples.push(started.elapsed().as_secs_f64());
+        }
+        ours.push((kernel.clone(), resolved.to_string(), summarize(kernel, &samples, flops, error)));
+        progress.inc(1);
+    }
+    Ok(ours)
+}
+
+/// Per kernel: the geometric mean and the minimum of the ratio to the peer over the sweep.
+fn print_summary(rows: &[Row]) {
+    let mut names: Vec<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
+    names.dedup();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let ratios: Vec<f64> = rows.iter().filter(|r| r.kernel == name).filter_map(|r| r.ratio).collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{name}: ratio to the peer over {} sizes: geometric mean {geomean:.3}, minimum {min:.3}",
+            ratios.len()
+        );
+    }
+}
+
+fn to_csv(record: &Record) -> String {
+    let mut out = String::from(
+        "device,date,commit,backend,kernel,resolved,m,n,k,threads,seconds,median_seconds,spread,replays,tflops,peer,peer_tflops,ratio,max_rel_err,passed\n",
+    );
+    let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+    for r in &record.rows {
+        out += &format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            record.device,
+            record.date,
+            record.commit,
+            r.backend,
+            r.kernel,
+            r.resolved,
+            r.m,
+            r.n,
+            r.k,
+            r.threads,
+            r.seconds,
+            r.median_seconds,
+            r.spread,
+            r.replays,
+            r.tflops,
+            r.peer.as_deref().unwrap_or(""),
+            opt(r.peer_tflops),
+            opt(r.ratio),
+            r.max_rel_err,
+            r.passed
+        );
+    }
+    out
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), BenchError> {
+    std::fs::write(path, contents).map_err(|e| format!("writing {}: {e}", path.display()).into())
+}
+
+/// The driver version and the current SM clock, from nvidia-smi when it is there.
+fn nvidia_smi() -> (Option<String>, Option<u32>) {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=driver_version,clocks.sm", "--format=csv,noheader,nounits", "--id=0"])
+        .output();
+    let Ok(out) = out else { return (None, None) };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.lines().next().unwrap_or("").split(',').map(str::trim);
+    let driver = fields.next().filter(|s| !s.is_empty()).map(str::to_string);
+    let clock = fields.next().and_then(|s| s.parse().ok());
+    (driver, clock)
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_lists_and_ranges() {
+        assert_eq!(parse_sizes("512,1024:2048:512, 4097").unwrap(), vec![512, 1024, 1536, 2048, 4097]);
+        assert!(parse_sizes("1024:512:1").is_err());
+        assert!(parse_sizes("x").is_err());
+        assert!(parse_sizes("").is_err());
+    }
+
+    #[test]
+    fn replay_schedule_follows_the_seed() {
+        assert_eq!(replays(1024), 1000);
+        assert_eq!(replays(8192), 99);
+        assert_eq!(replays(16384), 20);
+        assert!(replays(2048) > 20 && replays(2048) < 1000);
+    }
+
+    #[test]
+    fn second_half_statistics() {
+        let t = summarize("x", &[9.0, 9.0, 1.0, 1.0], 2.0e12, 0.0);
+        assert_eq!((t.seconds, t.median_seconds, t.spread, t.tflops), (1.0, 1.0, 0.0, 2.0));
+    }
+
+    #[test]
+    fn date_is_iso_8601() {
+        let d = utc_now();
+        assert_eq!((d.len(), &d[4..5], &d[10..11]), (20, "-", "T"));
+    }
+}
