@@ -33,22 +33,10 @@
 //! `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
 use crate::launch::KernelSpec;
-use crate::warp_tile::STAGE_BYTES;
+use crate::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
-/// Rows and columns of `C` per block.
-const BM: u32 = 128;
-const BN: u32 = 128;
-/// Depth of one shared-memory tile along `K`.
-const BK: u32 = 8;
-/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats.
-const A_LD: u32 = BM + 4;
-/// Bytes of the `A` tile, which the `B` tile follows in a stage.
-const A_TILE: u32 = BK * A_LD * 4;
-/// Bytes of one stage (both tiles).
-const STAGE: u32 = A_TILE + BK * BN * 4;
 /// Tiles in flight or being computed.
 pub const STAGES: u32 = 4;
-const THREADS: u32 = 256;
 
 /// Launch configuration of [`sgemm_async_copy`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -58,7 +46,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "flagship 128x128x8: cp.async global-to-shared copies, multi-stage pipeline",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: if STAGES * STAGE > 8 * STAGE_BYTES { STAGES * STAGE } else { 8 * STAGE_BYTES },
+    smem_bytes: smem_bytes(STAGES * STAGE),
     min_blocks_per_sm: 2,
 };
 
@@ -69,10 +57,10 @@ const _: () = assert!(
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{A_LD, A_TILE, BK, BM, BN, STAGE, STAGES};
+    use super::STAGES;
     use crate::device::*;
     use crate::ptx::{SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
-    use crate::warp_tile::WarpTile;
+    use crate::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
 
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
@@ -120,15 +108,8 @@ mod device_code {
             b_ptr = b_ptr.wrapping_add(b_step);
         };
         // The fragments of `k = p` of the stage at `at`.
-        let fragments = |at: SharedAddr, p: u32| {
-            // SAFETY: rows of a stage whose copies completed before the last barrier.
-            unsafe {
-                (
-                    tile.a_fragment(at.offset_bytes(p * A_LD * 4)),
-                    tile.b_fragment(at.offset_bytes(A_TILE + p * BN * 4)),
-                )
-            }
-        };
+        // SAFETY: a stage whose copies completed before the last barrier.
+        let fragments = |at: SharedAddr, p: u32| unsafe { tile.fragments(at, p) };
         let next_stage = |stage: u32| if stage + STAGE == STAGES * STAGE { 0 } else { stage + STAGE };
 
         // Prologue: tiles 0..STAGES - 1 in flight (past the end of K they are zero-filled and

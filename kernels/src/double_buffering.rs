@@ -38,22 +38,7 @@
 //! "not selected" and on dispatch. Record: `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
 use crate::launch::KernelSpec;
-use crate::warp_tile::STAGE_BYTES;
-
-/// Rows and columns of `C` per block.
-const BM: u32 = 128;
-const BN: u32 = 128;
-/// Depth of one shared-memory tile along `K`.
-const BK: u32 = 8;
-/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats.
-const A_LD: u32 = BM + 4;
-/// Bytes of the `A` tile, which the `B` tile follows in a stage.
-const A_TILE: u32 = BK * A_LD * 4;
-/// Bytes of one stage (both tiles).
-const STAGE: u32 = A_TILE + BK * BN * 4;
-/// Bytes of the two stages.
-const MAIN_LOOP_BYTES: u32 = 2 * STAGE;
-const THREADS: u32 = 256;
+use crate::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
 /// Launch configuration of [`sgemm_double_buffered`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -63,7 +48,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "flagship 128x128x8: warp tiles, double-buffered shared memory and registers",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: if MAIN_LOOP_BYTES > 8 * STAGE_BYTES { MAIN_LOOP_BYTES } else { 8 * STAGE_BYTES },
+    smem_bytes: smem_bytes(2 * STAGE),
     min_blocks_per_sm: 2,
 };
 
@@ -74,10 +59,9 @@ const _: () = assert!(
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{A_LD, A_TILE, BK, BM, BN, STAGE};
     use crate::device::*;
     use crate::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::warp_tile::WarpTile;
+    use crate::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
 
     /// One stage's worth of global data held in registers between its load and its store.
     struct Staged {
@@ -130,16 +114,8 @@ mod device_code {
             }
         };
         // The fragments of `k = p` of the stage at offset `stage`.
-        let fragments = |stage: u32, p: u32| {
-            let at = base.offset_bytes(stage);
-            // SAFETY: rows of the stage, written before the last barrier.
-            unsafe {
-                (
-                    tile.a_fragment(at.offset_bytes(p * A_LD * 4)),
-                    tile.b_fragment(at.offset_bytes(A_TILE + p * BN * 4)),
-                )
-            }
-        };
+        // SAFETY: a stage written before the last barrier.
+        let fragments = |stage: u32, p: u32| unsafe { tile.fragments(base.offset_bytes(stage), p) };
 
         let mut acc = [[0.0f32; 8]; 8];
         let staged = load(0);

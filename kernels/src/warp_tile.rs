@@ -14,6 +14,21 @@
 //! rows of a quarter-warp fall in different banks) and then stores it row by row, a lane per
 //! column, so every global store instruction writes 128 contiguous bytes.
 
+/// Rows and columns of `C` per block, the depth of a shared-memory tile along `K`, and the
+/// threads of a block: the block tile every kernel on this layout computes.
+pub const BM: u32 = 128;
+pub const BN: u32 = 128;
+pub const BK: u32 = 8;
+pub const THREADS: u32 = 256;
+/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats: the 4 extra
+/// floats shift each `k` row by 4 banks.
+pub const A_LD: u32 = BM + 4;
+/// Bytes of the `A` tile, which the `B` tile (`B_tile[k][col]`, `BN` floats a row) follows in a
+/// stage.
+pub const A_TILE: u32 = BK * A_LD * 4;
+/// Bytes of one stage of shared memory (both tiles).
+pub const STAGE: u32 = A_TILE + BK * BN * 4;
+
 /// Rows and columns of `C` per warp.
 pub const WARP_M: u32 = 32;
 pub const WARP_N: u32 = 64;
@@ -24,12 +39,19 @@ pub const STAGE_LD: u32 = 36;
 /// Bytes of shared memory the epilogue needs per warp.
 pub const STAGE_BYTES: u32 = 16 * STAGE_LD * 4;
 
+/// The dynamic shared memory of a kernel whose main loop uses `main_loop` bytes: the epilogue
+/// stages `C` in the same memory afterwards, so the larger of the two.
+pub const fn smem_bytes(main_loop: u32) -> u32 {
+    let epilogue = (BM / WARP_M) * (BN / WARP_N) * STAGE_BYTES;
+    if main_loop > epilogue { main_loop } else { epilogue }
+}
+
 #[cfg(target_arch = "nvptx64")]
 pub use device_code::*;
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{STAGE_BYTES, STAGE_LD, WARP_M, WARP_N, WARPS_N};
+    use super::{A_LD, A_TILE, BN, STAGE_BYTES, STAGE_LD, WARP_M, WARP_N, WARPS_N};
     use crate::device::{offset, update_c};
     use crate::ptx::{F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp};
 
@@ -88,6 +110,22 @@ mod device_code {
                 join(
                     ld_shared_v4_f32(b_k.offset_bytes(self.col * 4)),
                     ld_shared_v4_f32(b_k.offset_bytes((self.col + 32) * 4)),
+                )
+            }
+        }
+
+        /// The thread's `A` and `B` fragments for `k = p` of the stage at `stage` (the `A`
+        /// tile, then the `B` tile, as [`STAGE`](super::STAGE) lays them out).
+        ///
+        /// # Safety
+        /// `stage` is a 16-byte aligned stage inside this block's shared memory, written
+        /// before a barrier this thread has passed.
+        #[inline(always)]
+        pub unsafe fn fragments(&self, stage: SharedAddr, p: u32) -> ([f32; 8], [f32; 8]) {
+            unsafe {
+                (
+                    self.a_fragment(stage.offset_bytes(p * A_LD * 4)),
+                    self.b_fragment(stage.offset_bytes(A_TILE + p * BN * 4)),
                 )
             }
         }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sgemm_kernels::{GEMM_KERNELS, scale};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale};
 
 /// One PTX module we ship.
 struct Arch {
@@ -97,8 +97,7 @@ fn build_ptx() -> Result<(), String> {
 
 /// Every kernel the host may launch must be an entry of the module.
 fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
-    let specs = GEMM_KERNELS.iter().chain([&scale::SPEC]);
-    let entries = specs.flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
+    let entries = all_specs().flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
     for entry in entries {
         if !ptx.contains(&format!(".entry {entry}(")) {
             return Err(format!("{arch}: kernel `{entry}` is registered but not in the PTX"));
@@ -111,7 +110,7 @@ fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
 /// blocks per SM: `.maxntid` (the block it is always launched with) and `.minnctapersm`. Rust has no
 /// attribute for these PTX performance-tuning directives, so they are written here.
 fn add_launch_bounds(ptx: &str) -> String {
-    let specs: Vec<_> = GEMM_KERNELS.iter().chain([&scale::SPEC]).collect();
+    let specs: Vec<_> = all_specs().collect();
     let mut out = String::with_capacity(ptx.len() + 4096);
     let mut bounds: Option<String> = None;
     for line in ptx.lines() {
@@ -131,6 +130,11 @@ fn add_launch_bounds(ptx: &str) -> String {
         }
     }
     out
+}
+
+/// Every kernel the host may launch: the GEMM registry and `scale_c`.
+fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
+    GEMM_KERNELS.iter().chain([&scale::SPEC])
 }
 
 fn find_ptxas() -> Option<PathBuf> {

@@ -67,6 +67,10 @@ impl GpuKernel {
     }
 }
 
+/// A device buffer twice the size of the L2 cache; writing it evicts every line a previous
+/// GEMM left in L2, so the next timed run starts cold, as a GEMM inside an application would.
+pub struct L2Flush(CudaSlice<u8>);
+
 /// A CUDA device ready to run GEMMs.
 pub struct Gpu {
     stream: Arc<CudaStream>,
@@ -266,13 +270,7 @@ impl Gpu {
         end.synchronize().map_err(Error::cuda("waiting for an event"))?;
         start.elapsed_ms(&end).map_err(Error::cuda("reading an event time"))
     }
-}
 
-/// A device buffer twice the size of the L2 cache; writing it evicts every line a previous
-/// GEMM left in L2, so the next timed run starts cold, as a GEMM inside an application would.
-pub struct L2Flush(CudaSlice<u8>);
-
-impl Gpu {
     /// Allocates the buffer [`flush_l2`](Self::flush_l2) writes.
     pub fn l2_flush_buffer(&self) -> Result<L2Flush> {
         let bytes = 2 * self.info.l2_bytes.max(1 << 20);

@@ -209,10 +209,12 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     // Unknown names fail before the sweep starts.
     for kernel in kernels.iter().filter(|k| *k != "auto") {
         match engine.gpu() {
-            Some(gpu) => drop(gpu.kernel(Some(kernel))?),
-            None => drop(sgemm::cpu::kernel(Some(kernel))?),
+            Some(gpu) => _ = gpu.kernel(Some(kernel))?,
+            None => _ = sgemm::cpu::kernel(Some(kernel))?,
         }
     }
+    // The L2 flush buffer is allocated once for the sweep.
+    let mut flush = engine.gpu().map(Gpu::l2_flush_buffer).transpose()?;
     let (driver, clock_before) = nvidia_smi();
     let device = match engine.gpu() {
         Some(gpu) => gpu.info().name.clone(),
@@ -236,9 +238,11 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         progress.set_message(format!("n = {n}"));
         let problem = Problem::new(n, args.seed);
         let flops = 2.0 * (n as f64).powi(3);
-        let (ours, peers) = match engine.gpu() {
-            Some(gpu) => time_gpu(gpu, &problem, &kernels, args.peers, flops, &progress)?,
-            None => (time_cpu(&problem, &kernels, flops, &progress)?, Vec::new()),
+        let (ours, peers) = match (engine.gpu(), flush.as_mut()) {
+            (Some(gpu), Some(flush)) => {
+                time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
+            }
+            _ => (time_cpu(&problem, &kernels, flops, &progress)?, Vec::new()),
         };
         let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
         for (kernel, resolved, timing) in ours {
@@ -318,6 +322,7 @@ type Timed = (String, String, Timing);
 
 fn time_gpu(
     gpu: &Gpu,
+    flush: &mut sgemm::gpu::L2Flush,
     problem: &Problem,
     kernels: &[String],
     with_peers: bool,
@@ -327,7 +332,6 @@ fn time_gpu(
     let (a, b, c0) = problem.views();
     let (a_dev, b_dev) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut c_dev = gpu.upload(&c0)?;
-    let mut flush = gpu.l2_flush_buffer()?;
     let mut c = problem.c0.clone();
     let replays = replays(problem.n);
 
@@ -339,7 +343,7 @@ fn time_gpu(
         let error = problem.error(&c);
         let mut samples = Vec::with_capacity(replays);
         for _ in 0..replays {
-            gpu.flush_l2(&mut flush)?;
+            gpu.flush_l2(flush)?;
             samples.push(gpu.time_ms(|| launch(&mut c_dev))? as f64 * 1e-3);
         }
         Ok::<_, Error>(summarize(name, &samples, flops, error))
@@ -417,7 +421,6 @@ fn time_cpu(
 /// Per kernel: the geometric mean and the minimum of the ratio to the peer over the sweep.
 fn print_summary(rows: &[Row]) {
     let mut names: Vec<&str> = rows.iter().map(|r| r.kernel.as_str()).collect();
-    names.dedup();
     names.sort_unstable();
     names.dedup();
     for name in names {

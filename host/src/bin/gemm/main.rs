@@ -10,7 +10,7 @@ mod plot;
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sgemm::{Backend, Engine, Error, Gpu, MatMut, MatRef, check, reference};
+use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, MatMut, MatRef, check, reference};
 
 #[derive(Parser)]
 #[command(name = "gemm", version, about = "Single-precision GEMM on the GPU (Rust kernels) or the CPU")]
@@ -234,7 +234,7 @@ fn time_cpu(
     Ok(Row { kernel: name.into(), median_ms: median(times), max_error })
 }
 
-/// Uploads once, checks one run against the reference, then times `iters` runs with events.
+/// Uploads once, checks one run of `kernel` against the reference, then times `iters` runs.
 fn time_gpu(
     gpu: &Gpu,
     kernel: Option<&str>,
@@ -246,18 +246,31 @@ fn time_gpu(
 ) -> Result<Row, Error> {
     let kernel = gpu.kernel(kernel)?;
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
+    time_device(gpu, kernel.spec.name, args, c0, check, &|c| {
+        gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, c)
+    })
+}
+
+/// Runs `launch` once on `C = c0` and checks it, then times `iters` runs with CUDA events.
+fn time_device(
+    gpu: &Gpu,
+    name: &str,
+    args: &RunArgs,
+    c0: &MatRef,
+    check: &dyn Fn(&[f32]) -> Option<f64>,
+    launch: &dyn Fn(&mut DeviceMatrix) -> Result<(), Error>,
+) -> Result<Row, Error> {
     let mut c_dev = gpu.upload(c0)?;
-    gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
+    launch(&mut c_dev)?;
     gpu.synchronize()?;
     let mut c = c0.data.to_vec();
     gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {
-        let ms = gpu.time_ms(|| gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev))?;
-        times.push(ms as f64);
+        times.push(gpu.time_ms(|| launch(&mut c_dev))? as f64);
     }
-    Ok(Row { kernel: kernel.spec.name.into(), median_ms: median(times), max_error })
+    Ok(Row { kernel: name.into(), median_ms: median(times), max_error })
 }
 
 #[cfg(feature = "cublas")]
@@ -272,17 +285,7 @@ fn time_peer(
     let gpu = engine.gpu().ok_or_else(|| Error::NoGpu("--peer times cuBLAS, which needs the GPU".into()))?;
     let blas = sgemm::gpu::cublas::Cublas::new(gpu)?;
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
-    let mut c_dev = gpu.upload(c0)?;
-    blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev)?;
-    gpu.synchronize()?;
-    let mut c = c0.data.to_vec();
-    gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
-    let max_error = check(&c);
-    let mut times = Vec::new();
-    for _ in 0..args.iters {
-        times.push(gpu.time_ms(|| blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, &mut c_dev))? as f64);
-    }
-    Ok(Row { kernel: "cublas".into(), median_ms: median(times), max_error })
+    time_device(gpu, "cublas", args, c0, check, &|c| blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, c))
 }
 
 #[cfg(not(feature = "cublas"))]
