@@ -7,8 +7,12 @@ use sgemm::{MatMut, MatRef, check};
 fn every_cpu_kernel_passes_the_suite() {
     let mut failures = Vec::new();
     for kernel in CPU_KERNELS {
+        if !(kernel.detected)() {
+            println!("cpu {}: skipped, this CPU lacks its instruction set", kernel.name);
+            continue;
+        }
         let (failed, worst) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-            cpu::gemm(Some(kernel.name), alpha, a, b, beta, c)
+            cpu::gemm(Some(kernel.name), None, alpha, a, b, beta, c)
         });
         println!(
             "cpu {}: {} cases, {} failed, max normalized error {worst:.2e}",
@@ -25,7 +29,7 @@ fn every_cpu_kernel_passes_the_suite() {
 fn the_checker_catches_a_wrong_kernel() {
     // A GEMM that forgets beta must fail the suite: the suite is not vacuous.
     let (failures, _) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, _beta, c: &mut MatMut| {
-        cpu::gemm(None, alpha, a, b, 0.0, c)
+        cpu::gemm(None, None, alpha, a, b, 0.0, c)
     });
     assert!(!failures.is_empty());
 }
@@ -34,9 +38,60 @@ fn the_checker_catches_a_wrong_kernel() {
 fn the_checker_catches_writes_to_padding() {
     let case = check::Case { m: 4, n: 3, k: 2, alpha: 1.0, beta: 0.0, pad: 2 };
     let result = check::run_case(&case, 1, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-        cpu::gemm(None, alpha, a, b, beta, c)?;
+        cpu::gemm(None, None, alpha, a, b, beta, c)?;
         c.data[3] = 0.0; // padding after row 0
         Ok(())
     });
     assert!(result.unwrap_err().contains("outside"), "padding write not caught");
+}
+
+#[test]
+fn packed_kernels_give_the_same_bits_on_any_thread_count() {
+    // Each tile of C is computed by one task in the same order whatever the thread count, so
+    // the results must be identical, not merely close; this also runs the row-block split with
+    // more threads than this machine has cores.
+    let (m, n, k) = (1000, 257, 700);
+    let a: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0).collect();
+    for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
+        let run = |threads| {
+            let mut c = vec![1.0f32; m * n];
+            cpu::gemm(
+                Some(kernel.name),
+                Some(threads),
+                0.5,
+                &MatRef::contiguous(&a, m, k),
+                &MatRef::contiguous(&b, k, n),
+                2.0,
+                &mut MatMut::contiguous(&mut c, m, n),
+            )
+            .unwrap();
+            c
+        };
+        let one = run(1);
+        for threads in [2, 3, 8] {
+            assert!(one == run(threads), "{}: {threads} threads differ from 1", kernel.name);
+        }
+    }
+}
+
+#[test]
+fn zero_threads_is_an_error_and_unknown_kernels_are_named() {
+    let (a, b, mut c) = (vec![1.0; 4], vec![1.0; 4], vec![0.0; 4]);
+    let call = |kernel, threads, c: &mut Vec<f32>| {
+        cpu::gemm(
+            kernel,
+            threads,
+            1.0,
+            &MatRef::contiguous(&a, 2, 2),
+            &MatRef::contiguous(&b, 2, 2),
+            0.0,
+            &mut MatMut::contiguous(c, 2, 2),
+        )
+    };
+    assert!(matches!(call(None, Some(0), &mut c), Err(sgemm::Error::ZeroThreads)));
+    assert!(matches!(call(Some("nope"), None, &mut c), Err(sgemm::Error::UnknownKernel { .. })));
+    assert_eq!(c, vec![0.0; 4]);
+    call(None, Some(1), &mut c).unwrap();
+    assert_eq!(c, vec![2.0; 4]);
 }

@@ -26,6 +26,15 @@ pub enum Error {
     /// A kernel name that the chosen backend does not have.
     #[error("no kernel `{name}` on the {backend} backend (available: {available})")]
     UnknownKernel { name: String, backend: &'static str, available: String },
+    /// A CPU kernel whose instruction set (AVX-512, AVX2) this CPU does not have.
+    #[error("the CPU kernel `{kernel}` needs an instruction set this CPU does not have")]
+    UnsupportedCpu { kernel: &'static str },
+    /// A thread count of zero.
+    #[error("the thread count must be at least 1")]
+    ZeroThreads,
+    /// The CPU worker threads could not be started.
+    #[error("could not start the CPU worker threads: {0}")]
+    ThreadPool(String),
     /// A shape the chosen kernel cannot launch (sizes past `u32`, grid past CUDA's limits).
     #[error("{m}x{n}x{k} is too large for `{kernel}`: {why}")]
     ShapeTooLarge { m: usize, n: usize, k: usize, kernel: &'static str, why: &'static str },

@@ -66,6 +66,7 @@ impl std::str::FromStr for Backend {
 pub struct Engine {
     gpu: Option<Gpu>,
     fallback: Option<String>,
+    threads: Option<usize>,
 }
 
 impl Engine {
@@ -74,16 +75,22 @@ impl Engine {
     /// [`fallback_reason`](Self::fallback_reason)).
     pub fn new(backend: Backend) -> Result<Self> {
         match backend {
-            Backend::Cpu => Ok(Self { gpu: None, fallback: None }),
-            Backend::Gpu => Ok(Self { gpu: Some(Gpu::new(0)?), fallback: None }),
+            Backend::Cpu => Ok(Self { gpu: None, fallback: None, threads: None }),
+            Backend::Gpu => Ok(Self { gpu: Some(Gpu::new(0)?), fallback: None, threads: None }),
             Backend::Auto => match Gpu::new(0) {
-                Ok(gpu) => Ok(Self { gpu: Some(gpu), fallback: None }),
+                Ok(gpu) => Ok(Self { gpu: Some(gpu), fallback: None, threads: None }),
                 Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
-                    Ok(Self { gpu: None, fallback: Some(e.to_string()) })
+                    Ok(Self { gpu: None, fallback: Some(e.to_string()), threads: None })
                 }
                 Err(e) => Err(e),
             },
         }
+    }
+
+    /// Runs CPU GEMMs on `threads` threads instead of every core (`0` is rejected by the call).
+    pub fn with_cpu_threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
     }
 
     /// The GPU, when this engine runs there.
@@ -121,7 +128,7 @@ impl Engine {
     ) -> Result<()> {
         match &self.gpu {
             Some(gpu) => gpu.gemm(kernel, alpha, a, b, beta, c),
-            None => cpu::gemm(kernel, alpha, a, b, beta, c),
+            None => cpu::gemm(kernel, self.threads, alpha, a, b, beta, c),
         }
     }
 }

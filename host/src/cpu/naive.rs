@@ -8,8 +8,16 @@ use super::CpuKernel;
 use crate::matrix::{MatMut, MatRef};
 
 /// Registry row.
-pub const KERNEL: CpuKernel =
-    CpuKernel { name: "naive", summary: "i-j-p triple loop, one dot product per C element", run: gemm };
+pub const KERNEL: CpuKernel = CpuKernel {
+    name: "naive",
+    summary: "i-j-p triple loop, one dot product per C element",
+    threaded: false,
+    detected: || true,
+    run: |alpha, a, b, beta, c, _threads| {
+        gemm(alpha, a, b, beta, c);
+        Ok(())
+    },
+};
 
 fn gemm(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
     for i in 0..c.rows {

@@ -27,7 +27,7 @@ use crate::plot;
 
 /// The default sweep: powers of two and their neighbours, the odd sizes the seeds trip on.
 const GPU_SIZES: &str = "1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192";
-const CPU_SIZES: &str = "512,1000,1024,2047,2048";
+const CPU_SIZES: &str = "512,1000,1024,2047,2048,4096,4097";
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -40,13 +40,15 @@ pub struct BenchArgs {
     kernels: String,
     /// Square sizes: a comma-separated list of `N` or `FIRST:LAST:STEP` ranges
     /// (default: 1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192 on the GPU,
-    /// 512,1000,1024,2047,2048 on the CPU).
+    /// 512,1000,1024,2047,2048,4096,4097 on the CPU).
     #[arg(long)]
     sizes: Option<String>,
-    /// CPU threads for the peers (recorded in each row; our CPU kernels are single-threaded).
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// Time the peer on the same buffers: cuBLAS on the GPU (needs the `cublas` feature).
+    /// CPU thread counts, comma-separated; `all` is every core. Our threaded kernels and every
+    /// peer run at each count, set explicitly (GPU rows record 1).
+    #[arg(long, default_value = "1,all")]
+    threads: String,
+    /// Time the peers on the same buffers: cuBLAS on the GPU (feature `cublas`); OpenBLAS, the
+    /// `gemm` crate and `faer` on the CPU (feature `cpu-peers`).
     #[arg(long)]
     peers: bool,
     /// Write the record as JSON.
@@ -74,7 +76,16 @@ pub struct Record {
     /// SM clock (MHz) read by nvidia-smi before and after the sweep.
     pub sm_clock_mhz: Option<(u32, u32)>,
     pub command: String,
+    /// CPU only: a register-only FMA loop on `threads` threads, the machine's measured peak.
+    pub fma_peak: Vec<FmaPeak>,
     pub rows: Vec<Row>,
+}
+
+/// The measured FMA peak at one thread count.
+#[derive(Serialize)]
+pub struct FmaPeak {
+    pub threads: usize,
+    pub tflops: f64,
 }
 
 /// One kernel at one size.
@@ -143,6 +154,25 @@ pub fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
     if sizes.is_empty() { Err("--sizes: no size given".into()) } else { Ok(sizes) }
 }
 
+/// `--threads` syntax: counts and `all`, comma-separated, without repeats.
+pub fn parse_threads(spec: &str) -> Result<Vec<usize>, String> {
+    let mut counts = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let t = match item {
+            "all" => sgemm::cpu::default_threads(),
+            t => t
+                .parse()
+                .ok()
+                .filter(|&t| t > 0)
+                .ok_or_else(|| format!("--threads: `{t}` is not a count or `all`"))?,
+        };
+        if !counts.contains(&t) {
+            counts.push(t);
+        }
+    }
+    if counts.is_empty() { Err("--threads: no count given".into()) } else { Ok(counts) }
+}
+
 /// Mean and median of the second half of `samples` (seconds), and its spread.
 fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64) -> Timing {
     let half = &samples[samples.len() / 2..];
@@ -201,6 +231,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     let backend = engine.backend_name().to_string();
     let default_sizes = if engine.gpu().is_some() { GPU_SIZES } else { CPU_SIZES };
     let sizes = parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?;
+    let thread_counts = if engine.gpu().is_some() { vec![1] } else { parse_threads(&args.threads)? };
     let kernels: Vec<String> = match args.kernels.as_str() {
         "auto" => vec!["auto".into()],
         "all" => engine.kernel_names().iter().map(|s| s.to_string()).chain(["auto".into()]).collect(),
@@ -221,7 +252,22 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         None => cpu_name(),
     };
 
-    let progress = ProgressBar::new((sizes.len() * kernels.len()) as u64);
+    let fma_peak = match engine.gpu() {
+        Some(_) => Vec::new(),
+        None => thread_counts
+            .iter()
+            .filter_map(|&t| Some(FmaPeak { threads: t, tflops: crate::fma_peak::measure(t)? }))
+            .collect(),
+    };
+    for peak in &fma_peak {
+        println!(
+            "FMA peak on {} thread(s): {:.1} GFLOP/s (register-only loop)",
+            peak.threads,
+            peak.tflops * 1e3
+        );
+    }
+
+    let progress = ProgressBar::new((sizes.len() * thread_counts.len() * kernels.len()) as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} / ~{duration}]")
             .expect("a valid template"),
@@ -229,20 +275,20 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     say(
         &progress,
         format!(
-            "{:>6} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>9}",
-            "n", "kernel", "mean ms", "median ms", "spread", "TFLOP/s", "peer", "ratio", "max err"
+            "{:>6} {:>3} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>9}",
+            "n", "thr", "kernel", "mean ms", "median ms", "spread", "TFLOP/s", "peer", "ratio", "max err"
         ),
     );
     let mut rows = Vec::new();
-    for &n in &sizes {
-        progress.set_message(format!("n = {n}"));
+    for (&n, &threads) in sizes.iter().flat_map(|n| thread_counts.iter().map(move |t| (n, t))) {
+        progress.set_message(format!("n = {n}, {threads} thread(s)"));
         let problem = Problem::new(n, args.seed);
         let flops = 2.0 * (n as f64).powi(3);
         let (ours, peers) = match (engine.gpu(), flush.as_mut()) {
             (Some(gpu), Some(flush)) => {
                 time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
             }
-            _ => (time_cpu(&problem, &kernels, flops, &progress)?, Vec::new()),
+            _ => time_cpu(&problem, &kernels, threads, args.peers, flops, &progress)?,
         };
         let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
         for (kernel, resolved, timing) in ours {
@@ -254,7 +300,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                 m: n,
                 n,
                 k: n,
-                threads: args.threads,
+                threads,
                 seconds: timing.seconds,
                 median_seconds: timing.median_seconds,
                 spread: timing.spread,
@@ -270,8 +316,9 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
             say(
                 &progress,
                 format!(
-                    "{:>6} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
+                    "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
                     n,
+                    threads,
                     row.kernel,
                     row.seconds * 1e3,
                     row.median_seconds * 1e3,
@@ -298,6 +345,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         driver,
         sm_clock_mhz: clock_before.zip(clock_after),
         command,
+        fma_peak,
         rows,
     };
     if let Some(path) = &args.json {
@@ -386,36 +434,80 @@ fn cublas_peer(
     Err(Error::NoGpu("--peers on the GPU times cuBLAS: build gemm with `--features cublas`".into()))
 }
 
+/// A CPU contender's run: `C = A B` into the given buffer.
+type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
+
+/// Times our CPU kernels and, with `with_peers`, every CPU peer, all on `threads` threads.
+///
+/// Each contender runs once untimed (its result is checked), then the contenders take turns,
+/// one timed run each per round, for as many rounds as fit in about two seconds (3 at least, at
+/// most the GPU schedule). Taking turns matters on a shared machine: a burst of load from a
+/// neighbour lands on every contender alike instead of on whichever was being timed.
 fn time_cpu(
     problem: &Problem,
     kernels: &[String],
+    threads: usize,
+    with_peers: bool,
     flops: f64,
     progress: &ProgressBar,
-) -> Result<Vec<Timed>, Error> {
+) -> Result<(Vec<Timed>, Vec<Timing>), BenchError> {
     let (a, b, _) = problem.views();
     let n = problem.n;
-    let mut c = problem.c0.clone();
-    let mut ours = Vec::new();
+    let mut contenders: Vec<(String, Option<&str>, CpuRun)> = Vec::new();
     for kernel in kernels {
         let resolved = sgemm::cpu::kernel((kernel != "auto").then_some(kernel.as_str()))?.name;
-        let run = |c: &mut [f32]| {
-            sgemm::cpu::gemm(Some(resolved), 1.0, &a, &b, 0.0, &mut MatMut::contiguous(c, n, n))
-        };
+        let run: CpuRun = Box::new(move |c| {
+            sgemm::cpu::gemm(
+                Some(resolved),
+                Some(threads),
+                1.0,
+                &a,
+                &b,
+                0.0,
+                &mut MatMut::contiguous(c, n, n),
+            )
+        });
+        contenders.push((kernel.clone(), Some(resolved), run));
+    }
+    if with_peers {
+        for peer in crate::cpu_peers::peers()? {
+            let run: CpuRun = Box::new(move |c| {
+                (peer.run)(threads, &a, &b, c);
+                Ok(())
+            });
+            contenders.push((peer.name.to_string(), None, run));
+        }
+    }
+    let mut c = problem.c0.clone();
+    let mut errors = Vec::new();
+    let mut round_seconds = 0.0;
+    for (_, _, run) in &contenders {
         let started = Instant::now();
         run(&mut c)?;
-        let first = started.elapsed().as_secs_f64();
-        let error = problem.error(&c);
-        let count = ((1.0 / first) as usize).clamp(3, replays(n));
-        let mut samples = Vec::with_capacity(count);
-        for _ in 0..count {
+        round_seconds += started.elapsed().as_secs_f64();
+        errors.push(problem.error(&c));
+    }
+    let rounds = ((2.0 / round_seconds) as usize).clamp(3, replays(n));
+    let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
+    for _ in 0..rounds {
+        for ((_, _, run), samples) in contenders.iter().zip(&mut samples) {
             let started = Instant::now();
             run(&mut c)?;
             samples.push(started.elapsed().as_secs_f64());
         }
-        ours.push((kernel.clone(), resolved.to_string(), summarize(kernel, &samples, flops, error)));
-        progress.inc(1);
     }
-    Ok(ours)
+    let (mut ours, mut peers) = (Vec::new(), Vec::new());
+    for (((name, resolved, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
+        let timing = summarize(name, samples, flops, error);
+        match resolved {
+            Some(resolved) => {
+                ours.push((name.clone(), resolved.to_string(), timing));
+                progress.inc(1);
+            }
+            None => peers.push(timing),
+        }
+    }
+    Ok((ours, peers))
 }
 
 /// Per kernel: the geometric mean and the minimum of the ratio to the peer over the sweep.

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 mod bench;
+mod cpu_peers;
+mod fma_peak;
 mod plot;
 
 use clap::{Args, Parser, Subcommand};
@@ -69,6 +71,9 @@ struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// CPU threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Also time cuBLAS SGEMM (FP32, no TF32) on the same buffers (GPU, feature `cublas`).
     #[arg(long)]
     peer: bool,
@@ -223,12 +228,28 @@ fn time_cpu(
     let name = sgemm::cpu::kernel(kernel)?.name;
     let mut c = c0.data.to_vec();
     let (m, n) = (c0.rows, c0.cols);
-    sgemm::cpu::gemm(Some(name), args.alpha, a, b, args.beta, &mut MatMut::contiguous(&mut c, m, n))?;
+    sgemm::cpu::gemm(
+        Some(name),
+        args.threads,
+        args.alpha,
+        a,
+        b,
+        args.beta,
+        &mut MatMut::contiguous(&mut c, m, n),
+    )?;
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {
         let started = Instant::now();
-        sgemm::cpu::gemm(Some(name), args.alpha, a, b, args.beta, &mut MatMut::contiguous(&mut c, m, n))?;
+        sgemm::cpu::gemm(
+            Some(name),
+            args.threads,
+            args.alpha,
+            a,
+            b,
+            args.beta,
+            &mut MatMut::contiguous(&mut c, m, n),
+        )?;
         times.push(started.elapsed().as_secs_f64() * 1e3);
     }
     Ok(Row { kernel: name.into(), median_ms: median(times), max_error })

@@ -1,0 +1,130 @@
+//! The CPU peers of `gemm bench --peers` (built with the feature `cpu-peers`): OpenBLAS, the `gemm` crate and
+//! `faer`, each computing `C = A B` on the same row-major buffers as our kernels, with its thread
+//! count set explicitly.
+
+use sgemm::MatRef;
+
+/// A peer: its name and `run(threads, A, B, C)` for square row-major `C = A B`.
+pub struct CpuPeer {
+    pub name: &'static str,
+    pub run: fn(usize, &MatRef, &MatRef, &mut [f32]),
+}
+
+/// Every CPU peer, or why this build has none.
+pub fn peers() -> Result<&'static [CpuPeer], &'static str> {
+    #[cfg(feature = "cpu-peers")]
+    return Ok(&[
+        CpuPeer { name: "openblas", run: openblas::sgemm },
+        CpuPeer { name: "gemm", run: gemm_crate },
+        CpuPeer { name: "faer", run: faer_crate },
+    ]);
+    #[cfg(not(feature = "cpu-peers"))]
+    Err("--peers on the CPU times OpenBLAS, gemm and faer: build gemm with `--features cpu-peers`")
+}
+
+/// OpenBLAS through its CBLAS interface, linked from the system library (Debian's
+/// `libopenblas-dev`, the pthreads build).
+#[cfg(feature = "cpu-peers")]
+mod openblas {
+    use std::ffi::c_int;
+
+    use sgemm::MatRef;
+
+    const ROW_MAJOR: c_int = 101;
+    const NO_TRANS: c_int = 111;
+
+    #[link(name = "openblas")]
+    unsafe extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        fn cblas_sgemm(
+            order: c_int,
+            trans_a: c_int,
+            trans_b: c_int,
+            m: c_int,
+            n: c_int,
+            k: c_int,
+            alpha: f32,
+            a: *const f32,
+            lda: c_int,
+            b: *const f32,
+            ldb: c_int,
+            beta: f32,
+            c: *mut f32,
+            ldc: c_int,
+        );
+        fn openblas_set_num_threads(threads: c_int);
+    }
+
+    pub fn sgemm(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+        let dim = |x: usize| c_int::try_from(x).expect("bench sizes fit a C int");
+        let (m, n, k) = (dim(a.rows), dim(b.cols), dim(a.cols));
+        assert!(c.len() >= a.rows * b.cols);
+        // SAFETY: row-major A (m x k, lda), B (k x n, ldb) and C (m x n, ldc = n) lie inside
+        // their slices (checked by the views' construction in the harness and the assert).
+        unsafe {
+            openblas_set_num_threads(dim(threads));
+            cblas_sgemm(
+                ROW_MAJOR,
+                NO_TRANS,
+                NO_TRANS,
+                m,
+                n,
+                k,
+                1.0,
+                a.data.as_ptr(),
+                dim(a.ld),
+                b.data.as_ptr(),
+                dim(b.ld),
+                0.0,
+                c.as_mut_ptr(),
+                n,
+            );
+        }
+    }
+}
+
+/// The `gemm` crate. Its scalars are `dst = alpha * dst + beta * lhs * rhs`: `read_dst = false`
+/// and `beta = 1` give `C = A B`.
+#[cfg(feature = "cpu-peers")]
+fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+    let (m, n, k) = (a.rows, b.cols, a.cols);
+    assert!(c.len() >= m * n);
+    let parallelism = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
+    // SAFETY: every pointer and stride describes a matrix inside its slice (row stride ld,
+    // column stride 1).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.data.as_ptr(),
+            1,
+            a.ld as isize,
+            b.data.as_ptr(),
+            1,
+            b.ld as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// `faer`'s matrix multiply on row-major views.
+#[cfg(feature = "cpu-peers")]
+fn faer_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+    use faer::{Accum, Par};
+    let (m, n, k) = (a.rows, b.cols, a.cols);
+    let par = if threads == 1 { Par::Seq } else { Par::rayon(threads) };
+    let lhs = faer::MatRef::from_row_major_slice_with_stride(a.data, m, k, a.ld);
+    let rhs = faer::MatRef::from_row_major_slice_with_stride(b.data, k, n, b.ld);
+    let dst = faer::MatMut::from_row_major_slice_mut(&mut c[..m * n], m, n);
+    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0, par);
+}

@@ -1,0 +1,239 @@
+//! CPU step 4, the packed register-blocked GEMM (the BLIS design), multithreaded.
+//!
+//! Five loops around the [`microkernel`](super::microkernel), each sized for one level of the
+//! memory hierarchy:
+//!
+//! ```text
+//! for jc in 0..n step nc            B block of kc x nc (2048 columns: L2/L3)
+//!   for pc in 0..k step kc          kc = 256..512, equal blocks
+//!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
+//!     for ic in 0..m step mc        in parallel: each task owns a block of rows of C
+//!       pack A[ic.., pc..] into MR-row panels
+//!       for ir in panels of A       one MR x kc panel of A stays in L1 ...
+//!         for jr in panels of B     ... while the panels of B stream past it from L2
+//!           microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
+//! ```
+//!
+//! The two inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) fits L1 beside the
+//! stream of B, the `kc x 32` panels of B arrive in order from L2 (the hardware prefetcher follows
+//! them), and the tiles of C are visited along a row, again in address order. The other order
+//! (a B panel kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B
+//! alone fills the 32 KB L1. Larger `kc` means fewer passes over C (`k / kc` reads and writes of
+//! each tile); 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512).
+//!
+//! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
+//! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
+//! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
+//! written. Row blocks are small (a few panels) so that rayon's work stealing balances threads.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+use std::thread::LocalKey;
+
+use rayon::prelude::*;
+
+use super::microkernel::{MAX_TILE, Microkernel};
+use super::pack::{pack_a, pack_b_panel};
+use crate::matrix::{MatMut, MatRef};
+use crate::{Error, Result};
+
+/// `C = alpha * A * B + beta * C` with `uk` on `threads` threads (contract of
+/// [`CpuKernelFn`](super::CpuKernelFn); `uk` must be [`detected`](Microkernel::detected)).
+pub fn gemm(
+    uk: &Microkernel,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) -> Result<()> {
+    let pool = thread_pool(threads)?;
+    pool.install(|| gemm_in_pool(uk, threads, alpha, a, b, beta, c));
+    Ok(())
+}
+
+fn gemm_in_pool(
+    uk: &Microkernel,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    let mc = balanced_mc(m, uk.mc, uk.mr, threads);
+    let nc_max = uk.nc.min(n.next_multiple_of(uk.nr));
+    let kc = balanced_kc(k, uk.kc);
+    with_scratch(&PACK_B, kc * nc_max, |b_packed| {
+        loops(uk, mc, kc, alpha, a, b, beta, c, b_packed);
+    });
+}
+
+/// The three outer loops, with the buffer the B blocks are packed into.
+#[allow(clippy::too_many_arguments)]
+fn loops(
+    uk: &Microkernel,
+    mc: usize,
+    kc: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+    b_packed: &mut [f32],
+) {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    let ldc = c.ld;
+    for jc in (0..n).step_by(uk.nc) {
+        let cols = jc..n.min(jc + uk.nc);
+        for pc in (0..k).step_by(kc) {
+            let depth = pc..k.min(pc + kc);
+            let kc = depth.len();
+            let panels = cols.len().div_ceil(uk.nr);
+            let b_block = &mut b_packed[..panels * uk.nr * kc];
+            b_block
+                .par_chunks_mut(uk.nr * kc)
+                .enumerate()
+                .for_each(|(q, panel)| pack_b_panel(b, depth.clone(), cols.clone(), uk.nr, q, panel));
+            let b_block = &*b_block;
+            let beta = if pc == 0 { beta } else { 1.0 };
+            // Row block `i` of C: rows `i*mc ..`, the slice from its first element on.
+            c.data.par_chunks_mut(mc * ldc).take(m.div_ceil(mc)).enumerate().for_each(|(i, c_rows)| {
+                let rows = i * mc..m.min(i * mc + mc);
+                with_scratch(&PACK_A, rows.len().next_multiple_of(uk.mr) * kc, |a_packed| {
+                    pack_a(a, rows.clone(), depth.clone(), uk.mr, a_packed);
+                    macro_kernel(
+                        uk,
+                        kc,
+                        alpha,
+                        a_packed,
+                        rows.len(),
+                        b_block,
+                        cols.clone(),
+                        beta,
+                        c_rows,
+                        ldc,
+                    );
+                });
+            });
+        }
+    }
+}
+
+/// The two inner loops over one packed `A` block (`height` rows) and one packed `B` block
+/// (columns `cols` of C); `c_rows` starts at the block's first row of C.
+#[allow(clippy::too_many_arguments)]
+fn macro_kernel(
+    uk: &Microkernel,
+    kc: usize,
+    alpha: f32,
+    a_packed: &[f32],
+    height: usize,
+    b_packed: &[f32],
+    cols: std::ops::Range<usize>,
+    beta: f32,
+    c_rows: &mut [f32],
+    ldc: usize,
+) {
+    let (mr, nr) = (uk.mr, uk.nr);
+    let mut scratch = [0.0f32; MAX_TILE];
+    // One MR x kc panel of A stays in L1 while every panel of the B block streams past it from
+    // L2, writing one row of tiles of C left to right (sequential lines the prefetcher follows).
+    for (r, a_panel) in a_packed.chunks_exact(mr * kc).take(height.div_ceil(mr)).enumerate() {
+        let row = r * mr;
+        let rows_here = mr.min(height - row);
+        for (q, b_panel) in b_packed.chunks_exact(nr * kc).enumerate() {
+            let col = cols.start + q * nr;
+            let width = nr.min(cols.end - col);
+            let at = row * ldc + col;
+            if rows_here == mr && width == nr {
+                // SAFETY: the tile's MR rows of NR columns lie inside `c_rows` (row < height,
+                // col + nr <= n, and the slice spans every row of the block up to column n); the
+                // panels hold kc * MR and kc * NR values; `uk` was detected by the dispatcher.
+                debug_assert!(at + (mr - 1) * ldc + nr <= c_rows.len());
+                unsafe {
+                    (uk.run)(
+                        kc,
+                        a_panel.as_ptr(),
+                        b_panel.as_ptr(),
+                        alpha,
+                        beta,
+                        c_rows.as_mut_ptr().add(at),
+                        ldc,
+                    )
+                };
+            } else {
+                // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
+                unsafe {
+                    (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr)
+                };
+                for i in 0..rows_here {
+                    let tile = &scratch[i * nr..i * nr + width];
+                    let out = &mut c_rows[at + i * ldc..at + i * ldc + width];
+                    for (c, &t) in out.iter_mut().zip(tile) {
+                        *c = if beta == 0.0 { alpha * t } else { alpha * t + beta * *c };
+                    }
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The packed blocks of A of the worker threads, kept between calls: allocating (and
+    /// faulting in) a fresh buffer on every call costs about 1% at n = 1024.
+    static PACK_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The packed block of B, on the thread that drives the loops.
+    static PACK_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` values of this thread's `key` buffer (contents unspecified: packing writes
+/// every value it later reads). A thread that is already inside `f` (rayon can run another
+/// call's task on a thread waiting for its own) gets a fresh buffer instead.
+fn with_scratch<R>(
+    key: &'static LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => {
+            if buffer.len() < len {
+                buffer.resize(len, 0.0);
+            }
+            f(&mut buffer[..len])
+        }
+        Err(_) => f(&mut vec![0.0; len]),
+    })
+}
+
+/// The row-block height: whole `mr` panels, at most `mc_max` rows, and small enough that every
+/// thread gets about 8 blocks, so that rayon's dynamic scheduling evens out the last ones (with
+/// the A panel in L1 and B in L2, the block height does not matter to the caches).
+fn balanced_mc(m: usize, mc_max: usize, mr: usize, threads: usize) -> usize {
+    let panels = m.div_ceil(mr) / (threads * 16);
+    mr * panels.clamp(1, mc_max / mr)
+}
+
+/// The depth of the `k` blocks: at most `kc_max`, and equal, so that no block is a sliver.
+fn balanced_kc(k: usize, kc_max: usize) -> usize {
+    k.div_ceil(k.div_ceil(kc_max))
+}
+
+/// The rayon pool with exactly `threads` workers, built once per count and kept.
+fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    static POOLS: Mutex<Vec<Arc<rayon::ThreadPool>>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pool) = pools.iter().find(|p| p.current_num_threads() == threads) {
+        return Ok(pool.clone());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("sgemm-cpu-{i}"))
+        .build()
+        .map_err(|e| Error::ThreadPool(e.to_string()))?;
+    let pool = Arc::new(pool);
+    pools.push(pool.clone());
+    Ok(pool)
+}

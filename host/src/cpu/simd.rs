@@ -1,0 +1,171 @@
+//! The vector operations the packed microkernel is written in, once per instruction set.
+//!
+//! The microkernel ([`microkernel`](super::microkernel)) is generic over [`Simd`]: it loads rows
+//! of a packed `B` panel, broadcasts elements of a packed `A` panel and accumulates with fused
+//! multiply-adds. Each implementation maps those five operations onto one instruction set:
+//!
+//! | type | vector | instructions |
+//! | --- | --- | --- |
+//! | [`Avx512`] | `__m512`, 16 lanes | `vmovups zmm`, `vbroadcastss zmm`, `vfmadd231ps zmm` |
+//! | [`Avx2`] | `__m256`, 8 lanes | `vmovups ymm`, `vbroadcastss ymm`, `vfmadd231ps ymm` |
+//! | [`Portable`] | `[f32; 8]` | plain Rust the compiler vectorizes for the baseline target |
+//!
+//! Every method is `#[inline(always)]` and has no `#[target_feature]` of its own: it is inlined
+//! into a function that does (`#[target_feature(enable = "avx512f")]` on the microkernel entry),
+//! and there the intrinsics it calls inline in turn. Calling them anywhere else is the caller's
+//! promise, hence `unsafe`: the CPU must have the instruction set ([`Simd::detected`]).
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// A vector of `LANES` f32 values and the operations the microkernel needs.
+///
+/// # Safety
+/// The methods may only run on a CPU for which [`Simd::detected`] returns `true`; the pointer
+/// methods need `LANES` readable (writable) `f32`s at the pointer, with no alignment required.
+pub trait Simd: Copy {
+    /// The register type.
+    type V: Copy;
+    /// Lanes per vector.
+    const LANES: usize;
+    /// Whether this CPU can run the instructions (checked once at dispatch).
+    fn detected() -> bool;
+    /// A vector of zeros.
+    unsafe fn zero() -> Self::V;
+    /// `x` in every lane.
+    unsafe fn splat(x: f32) -> Self::V;
+    /// `LANES` consecutive values from `p` (unaligned).
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// Stores `LANES` values at `p` (unaligned).
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// `a * b + c`, rounded once (fused) where the instruction set has FMA.
+    unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `a * b`.
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+}
+
+/// AVX-512F: 32 registers of 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Simd for Avx512 {
+    type V = __m512;
+    const LANES: usize = 16;
+    fn detected() -> bool {
+        is_x86_feature_detected!("avx512f")
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        unsafe { _mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m512 {
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
+        unsafe { _mm512_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+}
+
+/// AVX2 with FMA: 16 registers of 8 lanes.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl Simd for Avx2 {
+    type V = __m256;
+    const LANES: usize = 8;
+    fn detected() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        unsafe { _mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m256 {
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+}
+
+/// No instruction-set assumption: arrays of 8 lanes, multiply then add (two roundings; a fused
+/// `mul_add` would be a libm call on targets without FMA). Runs on every CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Portable;
+
+impl Simd for Portable {
+    type V = [f32; 8];
+    const LANES: usize = 8;
+    fn detected() -> bool {
+        true
+    }
+    #[inline(always)]
+    unsafe fn zero() -> [f32; 8] {
+        [0.0; 8]
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> [f32; 8] {
+        [x; 8]
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> [f32; 8] {
+        unsafe { p.cast::<[f32; 8]>().read_unaligned() }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: [f32; 8]) {
+        unsafe { p.cast::<[f32; 8]>().write_unaligned(v) }
+    }
+    #[inline(always)]
+    unsafe fn fma(a: [f32; 8], b: [f32; 8], c: [f32; 8]) -> [f32; 8] {
+        std::array::from_fn(|l| a[l] * b[l] + c[l])
+    }
+    #[inline(always)]
+    unsafe fn mul(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
+        std::array::from_fn(|l| a[l] * b[l])
+    }
+}
+
+/// Asks the cache hierarchy for the line holding `p` (x86 `prefetcht0`; nothing elsewhere). A
+/// hint: it never faults, whatever the address.
+#[inline(always)]
+pub fn prefetch(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetcht0 is part of the x86-64 baseline (SSE) and does not access memory.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
