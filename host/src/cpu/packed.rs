@@ -48,26 +48,23 @@ pub fn gemm(
     beta: f32,
     c: &mut MatMut,
 ) -> Result<()> {
-    let pool = thread_pool(threads)?;
-    pool.install(|| gemm_in_pool(uk, threads, alpha, a, b, beta, c));
+    if threads == 1 {
+        // On the caller's thread: no hand-off to a pool worker and back.
+        blocked(uk, threads, alpha, a, b, beta, c);
+    } else {
+        thread_pool(threads)?.install(|| blocked(uk, threads, alpha, a, b, beta, c));
+    }
     Ok(())
 }
 
-fn gemm_in_pool(
-    uk: &Microkernel,
-    threads: usize,
-    alpha: f32,
-    a: &MatRef,
-    b: &MatRef,
-    beta: f32,
-    c: &mut MatMut,
-) {
+/// Chooses the block sizes for this shape and thread count and runs the loops.
+fn blocked(uk: &Microkernel, threads: usize, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let mc = balanced_mc(m, uk.mc, uk.mr, threads);
     let nc_max = uk.nc.min(n.next_multiple_of(uk.nr));
     let kc = balanced_kc(k, uk.kc);
     with_scratch(&PACK_B, kc * nc_max, |b_packed| {
-        loops(uk, mc, kc, alpha, a, b, beta, c, b_packed);
+        loops(uk, threads == 1, mc, kc, alpha, a, b, beta, c, b_packed);
     });
 }
 
@@ -75,6 +72,7 @@ fn gemm_in_pool(
 #[allow(clippy::too_many_arguments)]
 fn loops(
     uk: &Microkernel,
+    serial: bool,
     mc: usize,
     kc: usize,
     alpha: f32,
@@ -93,14 +91,13 @@ fn loops(
             let kc = depth.len();
             let panels = cols.len().div_ceil(uk.nr);
             let b_block = &mut b_packed[..panels * uk.nr * kc];
-            b_block
-                .par_chunks_mut(uk.nr * kc)
-                .enumerate()
-                .for_each(|(q, panel)| pack_b_panel(b, depth.clone(), cols.clone(), uk.nr, q, panel));
+            for_each_chunk(serial, b_block, uk.nr * kc, panels, |q, panel| {
+                pack_b_panel(b, depth.clone(), cols.clone(), uk.nr, q, panel)
+            });
             let b_block = &*b_block;
             let beta = if pc == 0 { beta } else { 1.0 };
             // Row block `i` of C: rows `i*mc ..`, the slice from its first element on.
-            c.data.par_chunks_mut(mc * ldc).take(m.div_ceil(mc)).enumerate().for_each(|(i, c_rows)| {
+            for_each_chunk(serial, c.data, mc * ldc, m.div_ceil(mc), |i, c_rows| {
                 let rows = i * mc..m.min(i * mc + mc);
                 with_scratch(&PACK_A, rows.len().next_multiple_of(uk.mr) * kc, |a_packed| {
                     pack_a(a, rows.clone(), depth.clone(), uk.mr, a_packed);
@@ -178,6 +175,22 @@ fn macro_kernel(
                 }
             }
         }
+    }
+}
+
+/// Calls `f(i, chunk)` on the first `count` chunks of `len` values of `data` (the last may be
+/// shorter): in order on this thread when `serial`, else as tasks of the current rayon pool.
+fn for_each_chunk(
+    serial: bool,
+    data: &mut [f32],
+    len: usize,
+    count: usize,
+    f: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    if serial {
+        data.chunks_mut(len).take(count).enumerate().for_each(|(i, chunk)| f(i, chunk));
+    } else {
+        data.par_chunks_mut(len).take(count).enumerate().for_each(|(i, chunk)| f(i, chunk));
     }
 }
 
