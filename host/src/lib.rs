@@ -108,11 +108,12 @@ impl Engine {
         if self.gpu.is_some() { "gpu" } else { "cpu" }
     }
 
-    /// The names of this backend's kernels, in ladder order.
+    /// The names of the kernels this backend can run here, in ladder order (CPU kernels whose
+    /// instruction set this CPU lacks are left out).
     pub fn kernel_names(&self) -> Vec<&'static str> {
         match &self.gpu {
             Some(gpu) => gpu.kernels().iter().map(|k| k.spec.name).collect(),
-            None => cpu::CPU_KERNELS.iter().map(|k| k.name).collect(),
+            None => cpu::CPU_KERNELS.iter().filter(|k| (k.detected)()).map(|k| k.name).collect(),
         }
     }
 

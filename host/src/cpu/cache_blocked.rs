@@ -2,12 +2,15 @@
 //!
 //! Loop reorder streams a whole row of `B` per multiply-add of `A`; once `B` outgrows the cache,
 //! every pass over it comes from memory. Here `k` and `n` are cut into tiles of `TILE_K x
-//! TILE_N` (64 KB of `B`, about half the L2 of a small core): the `i, p, j` loops run over one
+//! TILE_N` (64 KB of `B`, well inside L2): the `i, p, j` loops run over one
 //! tile at a time, so a tile of `B` is reused by every row of `A` while it is cache-resident, and
 //! the `TILE_N` slice of a `C` row it updates stays in L1 across its `TILE_K` updates. The inner
 //! loop is the same vectorized row update as before; what changed is where its operands come
 //! from. It is still bound by loads and stores of `C` (one load and one store per FMA), which the
-//! register microkernel of the next step removes.
+//! register microkernel of the next step removes. Measured on one Zen 4 core (`gemm bench
+//! --kernels all`, one run): 17 GFLOP/s at n = 1000 against 15 for loop reorder, but 15 against
+//! 21 at n = 1024, where the short 128-wide inner loop costs more than the cache misses it saves;
+//! the packed kernel reaches 100.
 
 use super::CpuKernel;
 use crate::matrix::{MatMut, MatRef};
