@@ -39,8 +39,6 @@ pub type MicrokernelFn = unsafe fn(usize, *const f32, *const f32, f32, f32, *mut
 /// One microkernel and the cache blocking tuned for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Microkernel {
-    /// `avx512`, `avx2` or `portable`.
-    pub isa: &'static str,
     /// Rows of the register tile (the `A` panel height).
     pub mr: usize,
     /// Columns of the register tile (the `B` panel width).
@@ -139,38 +137,19 @@ unsafe fn portable_4x8(
 
 /// AVX-512F, `12 x 32`.
 #[cfg(target_arch = "x86_64")]
-pub const AVX512: Microkernel = Microkernel {
-    isa: "avx512",
-    mr: 12,
-    nr: 32,
-    kc: 512,
-    mc: 48,
-    nc: 2048,
-    run: avx512_12x32,
-    detected: Avx512::detected,
-};
+pub const AVX512: Microkernel =
+    Microkernel { mr: 12, nr: 32, kc: 512, mc: 48, nc: 2048, run: avx512_12x32, detected: Avx512::detected };
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape).
 #[cfg(target_arch = "x86_64")]
-pub const AVX2: Microkernel = Microkernel {
-    isa: "avx2",
-    mr: 6,
-    nr: 16,
-    kc: 384,
-    mc: 48,
-    nc: 2048,
-    run: avx2_6x16,
-    detected: Avx2::detected,
-};
+pub const AVX2: Microkernel =
+    Microkernel { mr: 6, nr: 16, kc: 384, mc: 48, nc: 2048, run: avx2_6x16, detected: Avx2::detected };
 
 /// Any CPU, `4 x 8`.
-pub const PORTABLE: Microkernel = Microkernel {
-    isa: "portable",
-    mr: 4,
-    nr: 8,
-    kc: 256,
-    mc: 32,
-    nc: 2048,
-    run: portable_4x8,
-    detected: Portable::detected,
-};
+pub const PORTABLE: Microkernel =
+    Microkernel { mr: 4, nr: 8, kc: 256, mc: 32, nc: 2048, run: portable_4x8, detected: Portable::detected };
+
+// Every tile fits the scratch tile that edges are computed into.
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(AVX512.mr * AVX512.nr <= MAX_TILE && AVX2.mr * AVX2.nr <= MAX_TILE);
+const _: () = assert!(PORTABLE.mr * PORTABLE.nr <= MAX_TILE);

@@ -280,57 +280,60 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         ),
     );
     let mut rows = Vec::new();
-    for (&n, &threads) in sizes.iter().flat_map(|n| thread_counts.iter().map(move |t| (n, t))) {
-        progress.set_message(format!("n = {n}, {threads} thread(s)"));
+    for &n in &sizes {
+        // One problem per size, shared by every thread count.
         let problem = Problem::new(n, args.seed);
         let flops = 2.0 * (n as f64).powi(3);
-        let (ours, peers) = match (engine.gpu(), flush.as_mut()) {
-            (Some(gpu), Some(flush)) => {
-                time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
-            }
-            _ => time_cpu(&problem, &kernels, threads, args.peers, flops, &progress)?,
-        };
-        let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
-        for (kernel, resolved, timing) in ours {
-            let tolerance = reference::tolerance(n);
-            let row = Row {
-                backend: backend.clone(),
-                kernel,
-                resolved,
-                m: n,
-                n,
-                k: n,
-                threads,
-                seconds: timing.seconds,
-                median_seconds: timing.median_seconds,
-                spread: timing.spread,
-                replays: timing.replays,
-                tflops: timing.tflops,
-                peer: best_peer.as_ref().map(|p| p.name.clone()),
-                peer_tflops: best_peer.as_ref().map(|p| p.tflops),
-                ratio: best_peer.as_ref().map(|p| timing.tflops / p.tflops),
-                max_rel_err: timing.max_rel_err,
-                passed: timing.max_rel_err <= tolerance,
-                peers: peers.clone(),
+        for &threads in &thread_counts {
+            progress.set_message(format!("n = {n}, {threads} thread(s)"));
+            let (ours, peers) = match (engine.gpu(), flush.as_mut()) {
+                (Some(gpu), Some(flush)) => {
+                    time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
+                }
+                _ => time_cpu(&problem, &kernels, threads, args.peers, flops, &progress)?,
             };
-            say(
-                &progress,
-                format!(
-                    "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
+            let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
+            for (kernel, resolved, timing) in ours {
+                let tolerance = reference::tolerance(n);
+                let row = Row {
+                    backend: backend.clone(),
+                    kernel,
+                    resolved,
+                    m: n,
                     n,
+                    k: n,
                     threads,
-                    row.kernel,
-                    row.seconds * 1e3,
-                    row.median_seconds * 1e3,
-                    row.spread * 100.0,
-                    row.tflops,
-                    row.peer_tflops.map_or("-".into(), |p| format!("{p:.3}")),
-                    row.ratio.map_or("-".into(), |r| format!("{r:.3}")),
-                    row.max_rel_err,
-                    if row.passed { "" } else { " FAIL" },
-                ),
-            );
-            rows.push(row);
+                    seconds: timing.seconds,
+                    median_seconds: timing.median_seconds,
+                    spread: timing.spread,
+                    replays: timing.replays,
+                    tflops: timing.tflops,
+                    peer: best_peer.as_ref().map(|p| p.name.clone()),
+                    peer_tflops: best_peer.as_ref().map(|p| p.tflops),
+                    ratio: best_peer.as_ref().map(|p| timing.tflops / p.tflops),
+                    max_rel_err: timing.max_rel_err,
+                    passed: timing.max_rel_err <= tolerance,
+                    peers: peers.clone(),
+                };
+                say(
+                    &progress,
+                    format!(
+                        "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
+                        n,
+                        threads,
+                        row.kernel,
+                        row.seconds * 1e3,
+                        row.median_seconds * 1e3,
+                        row.spread * 100.0,
+                        row.tflops,
+                        row.peer_tflops.map_or("-".into(), |p| format!("{p:.3}")),
+                        row.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+                        row.max_rel_err,
+                        if row.passed { "" } else { " FAIL" },
+                    ),
+                );
+                rows.push(row);
+            }
         }
     }
     progress.finish_and_clear();
