@@ -46,14 +46,17 @@ fn a_leading_dimension_below_the_row_length_is_rejected() {
             MatRef::contiguous(&b, 3, 3),
             &mut MatMut::contiguous(&mut c, 2, 3),
         );
-        assert!(matches!(err, Err(Error::LeadingDimension { matrix: "A", ld: 2, cols: 3 })), "{err:?}");
+        assert!(
+            matches!(err, Err(Error::LeadingDimension { position: 8, name: "lda", ld: 2, min: 3 })),
+            "{err:?}"
+        );
         let err = call(
             backend,
             MatRef::contiguous(&a, 2, 3),
             MatRef::contiguous(&b, 3, 3),
             &mut MatMut::new(&mut c, 2, 3, 1),
         );
-        assert!(matches!(err, Err(Error::LeadingDimension { matrix: "C", .. })), "{err:?}");
+        assert!(matches!(err, Err(Error::LeadingDimension { position: 13, name: "ldc", .. })), "{err:?}");
     }
 }
 
@@ -69,14 +72,17 @@ fn slices_too_short_for_their_declared_shape_are_rejected() {
             MatRef::new(&b, 3, 3, 4),
             &mut MatMut::contiguous(&mut c, 2, 3),
         );
-        assert!(matches!(err, Err(Error::SliceTooShort { matrix: "B", needed: 11, len: 9, .. })), "{err:?}");
+        assert!(
+            matches!(err, Err(Error::SliceTooShort { position: 9, matrix: "B", needed: 11, len: 9 })),
+            "{err:?}"
+        );
         let err = call(
             backend,
             MatRef::contiguous(&a, 2, 3),
             MatRef::contiguous(&b, 3, 3),
             &mut MatMut::contiguous(&mut c[..5], 2, 3),
         );
-        assert!(matches!(err, Err(Error::SliceTooShort { matrix: "C", .. })), "{err:?}");
+        assert!(matches!(err, Err(Error::SliceTooShort { position: 12, matrix: "C", .. })), "{err:?}");
     }
 }
 

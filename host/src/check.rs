@@ -1,21 +1,29 @@
-//! The correctness suite both backends run: the same cases for the CPU tests, the GPU tests
-//! and `gemm selftest` (which is how the suite runs on a machine that has a GPU but no Rust
-//! toolchain).
+//! The correctness suite both backends run: the same cases for the CPU tests, the GPU tests,
+//! the property tests and `gemm selftest` (which is how the suite runs on a machine that has a
+//! GPU but no Rust toolchain).
 //!
-//! Each case surrounds every operand with rogue values (padding between rows, from a leading
-//! dimension larger than the row, and a tail after the last row), fills `C` with NaN when
-//! `beta == 0` (it must not be read), runs the GEMM, then checks that nothing outside `C`'s
-//! `m x n` block changed and compares `C` with the f64 [`reference`](crate::reference).
+//! Each case stores `A`, `B` and `C` in a layout (row- or column-major), passes `A^T` or `B^T`
+//! as transposed views where the case says so, surrounds every operand with rogue values
+//! (`-1e10` and NaN in the padding from a leading dimension larger than the matrix, and in a
+//! tail after it), fills `C` with NaN when `beta == 0` (it must not be read), runs the GEMM,
+//! then checks that `A` and `B` are bit-identical, that nothing outside `C`'s `m x n` block
+//! changed, and compares `C` with the f64 [`reference`](crate::reference).
+//!
+//! Two sets of cases: [`cases`], shapes around the kernels' tiles and odd sizes up to 4097, and
+//! [`blas_sweep`], the sweep of the reference BLAS test program `sblat3`: every `m, n, k` in
+//! `{0, 1, 2, 3, 5, 9}` and the tile sizes plus or minus one, every transpose pair, both
+//! layouts, `alpha` in `{0, 1, 0.7}`, `beta` in `{0, 1, 1.3}`.
 
 use std::fmt;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::matrix::{MatMut, MatRef, span};
+use crate::matrix::{Layout, MatMut, MatRef, span};
 use crate::reference;
 
-/// What the padding around every operand holds: large enough to wreck any result it leaks into.
+/// What the padding around every operand holds, alternating with NaN: large enough to wreck
+/// any result it leaks into.
 pub const ROGUE: f32 = -1.0e10;
 
 /// Extra elements after each operand's last row, checked to stay untouched.
@@ -25,7 +33,8 @@ const TAIL: usize = 5;
 /// element is still checked to be written and finite).
 const FULL_CHECK_LIMIT: usize = 1 << 25;
 
-/// One GEMM to check: shape, scalars, and the padding added to each leading dimension.
+/// One GEMM to check: `C = alpha * op(A) * op(B) + beta * C` with `op(A): m x k`,
+/// `op(B): k x n`, every matrix stored in `layout` with `pad` added to its leading dimension.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Case {
     pub m: usize,
@@ -33,19 +42,58 @@ pub struct Case {
     pub k: usize,
     pub alpha: f32,
     pub beta: f32,
-    /// Added to every leading dimension (`lda = k + pad`, ...).
+    /// Added to every leading dimension (`lda = inner + pad`, ...).
     pub pad: usize,
+    /// `op(A) = A^T`: `A` is stored `k x m`.
+    pub trans_a: bool,
+    /// `op(B) = B^T`: `B` is stored `n x k`.
+    pub trans_b: bool,
+    /// How `A`, `B` and `C` are stored.
+    pub layout: Layout,
+}
+
+impl Case {
+    /// A row-major, untransposed case.
+    pub fn new(m: usize, n: usize, k: usize, alpha: f32, beta: f32, pad: usize) -> Self {
+        Self { m, n, k, alpha, beta, pad, trans_a: false, trans_b: false, layout: Layout::RowMajor }
+    }
+
+    /// The same case with transposes and layout `combo` of [`COMBOS`].
+    pub fn with(self, (trans_a, trans_b, layout): (bool, bool, Layout)) -> Self {
+        Self { trans_a, trans_b, layout, ..self }
+    }
 }
 
 impl fmt::Display for Case {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = |t: bool| if t { 'T' } else { 'N' };
         write!(
             f,
-            "m={} n={} k={} alpha={} beta={} ld+{}",
-            self.m, self.n, self.k, self.alpha, self.beta, self.pad
+            "{:?} {}{} m={} n={} k={} alpha={} beta={} ld+{}",
+            self.layout,
+            op(self.trans_a),
+            op(self.trans_b),
+            self.m,
+            self.n,
+            self.k,
+            self.alpha,
+            self.beta,
+            self.pad
         )
     }
 }
+
+/// Every transpose pair in both layouts: `(trans_a, trans_b, layout)`.
+pub const COMBOS: [(bool, bool, Layout); 8] = [
+    (false, false, Layout::RowMajor),
+    (true, false, Layout::RowMajor),
+    (false, true, Layout::RowMajor),
+    (true, true, Layout::RowMajor),
+    (false, false, Layout::ColMajor),
+    (true, false, Layout::ColMajor),
+    (false, true, Layout::ColMajor),
+    (true, true, Layout::ColMajor),
+];
 
 /// `(alpha, beta)` pairs every small shape runs with: plain, accumulate, general, beta = 0 with
 /// a negative alpha, alpha = 0 (C scaled, A and B not used), and both zero.
@@ -73,98 +121,179 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     shapes
 }
 
-/// Large odd shapes, run with two scalar pairs only.
+/// Large odd shapes, run with two scalar pairs and two transpose/layout combinations.
 const LARGE_SHAPES: &[(usize, usize, usize)] = &[(1000, 1000, 1000), (4097, 129, 1000)];
 
-/// Every case of the suite.
+/// The shape suite: every shape with every scalar pair, the transposes and layouts taking
+/// turns from shape to shape (so each combination meets tiles, edges and primes).
 pub fn cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (i, (m, n, k)) in small_shapes().into_iter().enumerate() {
-        for &(alpha, beta) in SCALARS {
+        for (j, &(alpha, beta)) in SCALARS.iter().enumerate() {
             // Every other shape with padded leading dimensions.
-            cases.push(Case { m, n, k, alpha, beta, pad: (i % 2) * 3 });
+            let case = Case::new(m, n, k, alpha, beta, (i % 2) * 3);
+            cases.push(case.with(COMBOS[(i + j) % COMBOS.len()]));
         }
     }
     for &(m, n, k) in LARGE_SHAPES {
-        for (alpha, beta) in [(1.0, 0.0), (0.7, 1.3)] {
-            cases.push(Case { m, n, k, alpha, beta, pad: 1 });
+        cases.push(Case::new(m, n, k, 1.0, 0.0, 1));
+        cases.push(Case::new(m, n, k, 0.7, 1.3, 1).with(COMBOS[7]));
+    }
+    cases
+}
+
+/// The `sblat3` sweep: sizes `{0, 1, 2, 3, 5, 9}` for each of `m`, `n`, `k`, then shapes at
+/// the tile sizes plus or minus one (CPU microkernel tiles 12 and 32, GPU tiles 32 and 128),
+/// each with every transpose pair, both layouts, `alpha` in `{0, 1, 0.7}`, `beta` in
+/// `{0, 1, 1.3}`, and leading dimensions padded by one.
+pub fn blas_sweep() -> Vec<Case> {
+    const SIZES: [usize; 6] = [0, 1, 2, 3, 5, 9];
+    let mut shapes = Vec::new();
+    for m in SIZES {
+        for n in SIZES {
+            for k in SIZES {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    for t in [11, 13, 31, 33, 127, 129] {
+        shapes.push((t, t, t));
+    }
+    shapes.extend([(127, 129, 128), (129, 128, 127), (128, 127, 129), (13, 33, 11)]);
+    let mut cases = Vec::new();
+    for (m, n, k) in shapes {
+        for combo in COMBOS {
+            for alpha in [0.0, 1.0, 0.7] {
+                for beta in [0.0, 1.0, 1.3] {
+                    cases.push(Case::new(m, n, k, alpha, beta, 1).with(combo));
+                }
+            }
         }
     }
     cases
 }
 
-/// A GEMM under test, called as `gemm(alpha, A, B, beta, C)`.
+/// A GEMM under test, called as `gemm(alpha, op(A), op(B), beta, C)` with views.
 pub trait GemmUnderTest: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> crate::Result<()> {}
 impl<F: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> crate::Result<()>> GemmUnderTest for F {}
 
-/// A buffer holding a `rows x cols` matrix with leading dimension `max(1, cols) + pad`, rogue values
-/// in the padding and the tail, and `fill()` in the matrix.
-fn operand(rows: usize, cols: usize, pad: usize, mut fill: impl FnMut() -> f32) -> (Vec<f32>, usize) {
-    let ld = cols.max(1) + pad;
-    let mut data = vec![ROGUE; span(rows, cols, ld) + TAIL];
-    for i in (0..rows).filter(|_| cols > 0) {
-        data[i * ld..i * ld + cols].iter_mut().for_each(|x| *x = fill());
-    }
+/// Whether element `idx` of a buffer belongs to the matrix (not to its padding or tail).
+fn in_matrix(layout: Layout, rows: usize, cols: usize, ld: usize, idx: usize) -> bool {
+    let inner = if layout == Layout::RowMajor { cols } else { rows };
+    idx < span(layout, rows, cols, ld) && idx % ld < inner
+}
+
+/// A buffer holding a `rows x cols` matrix stored in `layout` with leading dimension
+/// `max(1, inner) + pad`, rogue values (`-1e10` and NaN in turn) in the padding and the tail,
+/// and `fill()` in the matrix.
+pub fn operand(
+    layout: Layout,
+    rows: usize,
+    cols: usize,
+    pad: usize,
+    mut fill: impl FnMut() -> f32,
+) -> (Vec<f32>, usize) {
+    let inner = if layout == Layout::RowMajor { cols } else { rows };
+    let ld = inner.max(1) + pad;
+    let len = span(layout, rows, cols, ld) + TAIL;
+    let data = (0..len)
+        .map(|i| if in_matrix(layout, rows, cols, ld, i) { fill() } else { [ROGUE, f32::NAN][i % 2] })
+        .collect();
     (data, ld)
 }
 
-/// Runs one case with inputs drawn from `seed`; returns the largest normalized error, or a
-/// description of what went wrong (naming the case and the seed).
-pub fn run_case(case: &Case, seed: u64, mut gemm: impl GemmUnderTest) -> Result<f64, String> {
-    let Case { m, n, k, alpha, beta, pad } = *case;
-    let fail = |what: String| format!("{case} seed={seed}: {what}");
+/// A view of `buf` as `op(X)`: the stored `rows x cols` matrix, transposed when `trans`.
+fn view(buf: &[f32], layout: Layout, rows: usize, cols: usize, ld: usize, trans: bool) -> MatRef<'_> {
+    let stored = MatRef { data: buf, rows, cols, ld, layout };
+    if trans { stored.t() } else { stored }
+}
+
+/// Bit-for-bit equality (NaN padding included).
+fn same_bits(x: &[f32], y: &[f32]) -> bool {
+    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
+}
+
+/// Runs one case with inputs drawn uniformly from `(-1, 1)` with `seed`; returns the largest
+/// normalized error, or a description of what went wrong (naming the case and the seed).
+pub fn run_case(case: &Case, seed: u64, gemm: impl GemmUnderTest) -> Result<f64, String> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut uniform = || rng.random_range(-1.0f32..1.0);
-    let (a_buf, lda) = operand(m, k, pad, &mut uniform);
-    let (b_buf, ldb) = operand(k, n, pad, &mut uniform);
-    let (mut c_buf, ldc) =
-        if beta == 0.0 { operand(m, n, pad, || f32::NAN) } else { operand(m, n, pad, &mut uniform) };
+    run_case_with(case, seed, || rng.random_range(-1.0f32..1.0), gemm)
+}
+
+/// Runs one case with inputs from `fill` (see [`run_case`]).
+pub fn run_case_with(
+    case: &Case,
+    seed: u64,
+    mut fill: impl FnMut() -> f32,
+    mut gemm: impl GemmUnderTest,
+) -> Result<f64, String> {
+    let Case { m, n, k, alpha, beta, pad, trans_a, trans_b, layout } = *case;
+    let fail = |what: String| format!("{case} seed={seed}: {what}");
+    let (ar, ac) = if trans_a { (k, m) } else { (m, k) };
+    let (br, bc) = if trans_b { (n, k) } else { (k, n) };
+    let (a_buf, lda) = operand(layout, ar, ac, pad, &mut fill);
+    let (b_buf, ldb) = operand(layout, br, bc, pad, &mut fill);
+    let (mut c_buf, ldc) = if beta == 0.0 {
+        operand(layout, m, n, pad, || f32::NAN)
+    } else {
+        operand(layout, m, n, pad, &mut fill)
+    };
     let (a_before, b_before, c_before) = (a_buf.clone(), b_buf.clone(), c_buf.clone());
 
-    let a = MatRef::new(&a_buf, m, k, lda);
-    let b = MatRef::new(&b_buf, k, n, ldb);
-    gemm(alpha, &a, &b, beta, &mut MatMut::new(&mut c_buf, m, n, ldc))
+    let a = view(&a_buf, layout, ar, ac, lda, trans_a);
+    let b = view(&b_buf, layout, br, bc, ldb, trans_b);
+    gemm(alpha, &a, &b, beta, &mut MatMut { data: &mut c_buf, rows: m, cols: n, ld: ldc, layout })
         .map_err(|e| fail(format!("returned {e}")))?;
 
-    if a_buf != a_before || b_buf != b_before {
+    if !same_bits(&a_buf, &a_before) || !same_bits(&b_buf, &b_before) {
         return Err(fail("A or B changed".into()));
     }
-    let in_block = |idx: usize| idx < span(m, n, ldc) && idx % ldc < n;
+    let in_block = |idx: usize| in_matrix(layout, m, n, ldc, idx);
     if let Some(idx) = (0..c_buf.len()).find(|&i| !in_block(i) && c_buf[i].to_bits() != c_before[i].to_bits())
     {
         return Err(fail(format!("wrote C[{idx}] outside the {m}x{n} block (ldc={ldc})")));
     }
-    if let Some(idx) = (0..c_buf.len()).find(|&i| in_block(i) && !c_buf[i].is_finite()) {
-        return Err(fail(format!(
-            "C[{}][{}] = {} (unwritten or NaN propagated)",
-            idx / ldc,
-            idx % ldc,
-            c_buf[idx]
-        )));
+    let c = MatRef { data: &c_buf, rows: m, cols: n, ld: ldc, layout };
+    for i in 0..m {
+        if let Some(j) = (0..n).find(|&j| !c.at(i, j).is_finite()) {
+            return Err(fail(format!("C[{i}][{j}] = {} (unwritten or NaN propagated)", c.at(i, j))));
+        }
     }
     let rows = if m * n * k <= FULL_CHECK_LIMIT { (0..m).collect() } else { reference::sample_rows(m, 16) };
-    let c0 = MatRef::new(&c_before, m, n, ldc);
-    let found = reference::compare(alpha, &a, &b, beta, &c0, &MatRef::new(&c_buf, m, n, ldc), rows);
+    let c0 = MatRef { data: &c_before, ..c };
+    let found = reference::compare(alpha, &a, &b, beta, &c0, &c, rows);
     match found.first_failure {
         None => Ok(found.max_error),
         Some((i, j, got, want)) => Err(fail(format!(
             "C[{i}][{j}] = {got}, reference {want} (max normalized error {:.2e}, tolerance {:.2e})",
             found.max_error,
-            reference::tolerance(k)
+            reference::TOLERANCE
         ))),
     }
 }
 
-/// Runs every case of [`cases`], each with its own seed; returns the failures (empty when all
+/// Runs every case of `cases`, each with its own seed; returns the failures (empty when all
 /// passed) and the largest error seen.
-pub fn run_suite(mut gemm: impl GemmUnderTest) -> (Vec<String>, f64) {
+pub fn run_cases(cases: &[Case], mut gemm: impl GemmUnderTest) -> (Vec<String>, f64) {
     let mut failures = Vec::new();
     let mut worst = 0.0f64;
-    for (seed, case) in cases().iter().enumerate() {
+    for (seed, case) in cases.iter().enumerate() {
         match run_case(case, seed as u64, &mut gemm) {
             Ok(err) => worst = worst.max(err),
             Err(msg) => failures.push(msg),
         }
     }
     (failures, worst)
+}
+
+/// Every case of the suite: [`cases`] then [`blas_sweep`].
+pub fn all_cases() -> Vec<Case> {
+    let mut all = cases();
+    all.extend(blas_sweep());
+    all
+}
+
+/// Runs [`all_cases`]; see [`run_cases`].
+pub fn run_suite(gemm: impl GemmUnderTest) -> (Vec<String>, f64) {
+    run_cases(&all_cases(), gemm)
 }

@@ -5,18 +5,27 @@ use cudarc::driver::DriverError;
 /// Everything that can go wrong in a GEMM call.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The shapes of A, B and C do not chain (`A: m x k`, `B: k x n`, `C: m x n`).
+    /// The shapes of the views do not chain (`op(A): m x k`, `op(B): k x n`, `C: m x n`).
     #[error("dimension mismatch: {0}")]
     DimensionMismatch(String),
-    /// A leading dimension is smaller than the row length of its row-major matrix.
-    #[error("leading dimension of {matrix} is {ld}, less than its row length {cols}")]
-    LeadingDimension { matrix: &'static str, ld: usize, cols: usize },
-    /// A slice cannot hold the matrix its shape and leading dimension declare.
-    #[error(
-        "{matrix} is declared {rows}x{cols} with leading dimension {ld}, which needs {needed} \
-         elements, but its slice holds {len}"
-    )]
-    SliceTooShort { matrix: &'static str, rows: usize, cols: usize, ld: usize, needed: usize, len: usize },
+    /// An argument the reference BLAS `sgemm` rejects (its `xerbla` report): `position` is the
+    /// argument's place in `sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+    /// ldc)`, `1` to `13`.
+    #[error("argument {position} ({name}) of sgemm is invalid: {reason}")]
+    InvalidArgument { position: u8, name: &'static str, reason: String },
+    /// A leading dimension below `max(1, inner)`, the length of its matrix's contiguous rows
+    /// (row-major) or columns (column-major): argument 8 (`lda`), 10 (`ldb`) or 13 (`ldc`).
+    /// Position 0: a matrix outside a GEMM call ([`Gpu::alloc`](crate::Gpu::alloc), ...).
+    #[error("{name} = {ld} is less than its minimum {min}{}", argument(*position))]
+    LeadingDimension { position: u8, name: &'static str, ld: usize, min: usize },
+    /// A slice cannot hold the matrix its shape and leading dimension declare: argument 7 (`a`),
+    /// 9 (`b`) or 12 (`c`).
+    #[error("{matrix} holds {len} elements; its matrix needs {needed}{}", argument(*position))]
+    SliceTooShort { position: u8, matrix: &'static str, needed: usize, len: usize },
+    /// An `ndarray` view whose strides are neither row- nor column-major (a negative or
+    /// non-unit inner stride); copy it into a standard layout first.
+    #[error("{matrix} has strides {strides:?}: one of them must be 1 and the other positive")]
+    UnsupportedStrides { matrix: &'static str, strides: [isize; 2] },
     /// No usable CUDA driver or device.
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
@@ -44,6 +53,11 @@ pub enum Error {
     /// Any other CUDA driver failure (module load, launch, a fault inside a kernel).
     #[error("CUDA error while {during}: {source}")]
     Cuda { during: &'static str, source: DriverError },
+}
+
+/// `" (argument N of sgemm)"`, or nothing for position 0.
+fn argument(position: u8) -> String {
+    if position == 0 { String::new() } else { format!(" (argument {position} of sgemm)") }
 }
 
 /// The library's result type.

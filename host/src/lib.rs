@@ -26,6 +26,7 @@
 //! nothing outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`.
 //! For data that stays on the GPU, use [`Gpu`] and [`DeviceMatrix`] directly.
 
+mod blas;
 pub mod check;
 pub mod cpu;
 mod error;
@@ -35,7 +36,7 @@ pub mod reference;
 
 pub use error::{Error, Result};
 pub use gpu::{DeviceMatrix, Gpu};
-pub use matrix::{MatMut, MatRef};
+pub use matrix::{Layout, MatMut, MatRef};
 
 /// Where a GEMM runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +118,9 @@ impl Engine {
         }
     }
 
-    /// `C = alpha * A * B + beta * C` with the named kernel (the automatic choice for `None`).
+    /// `C = alpha * op(A) * op(B) + beta * C` with the named kernel (the automatic choice for
+    /// `None`). `op(A)` and `op(B)` are the views as passed (`a.t()` for `A^T`); any layout of
+    /// any operand works. For BLAS's argument list, see [`sgemm`](Self::sgemm).
     pub fn gemm(
         &self,
         kernel: Option<&str>,

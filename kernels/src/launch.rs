@@ -46,10 +46,10 @@ impl KernelSpec {
         (n.div_ceil(self.tile.1), m.div_ceil(self.tile.0), 1)
     }
 
-    /// Whether [`grid`](Self::grid) fits CUDA's limits for this shape.
-    pub const fn fits(&self, m: u32, n: u32) -> bool {
-        let (_, y, _) = self.grid(m, n);
-        y <= MAX_GRID_Y
+    /// The most rows of `C` one launch covers (`gridDim.y <= 65535` tiles); the host splits
+    /// taller matrices into several launches.
+    pub const fn max_rows_per_launch(&self) -> u32 {
+        MAX_GRID_Y * self.tile.0
     }
 }
 
@@ -82,9 +82,11 @@ mod tests {
     }
 
     #[test]
-    fn tall_shapes_beyond_the_grid_limit_are_reported() {
-        let spec = GEMM_KERNELS[0];
-        assert!(spec.fits(MAX_GRID_Y * spec.tile.0, 1));
-        assert!(!spec.fits(MAX_GRID_Y * spec.tile.0 + 1, 1));
+    fn one_launch_covers_at_most_the_grid_limit() {
+        for spec in GEMM_KERNELS {
+            let rows = spec.max_rows_per_launch();
+            assert_eq!(spec.grid(rows, 1).1, MAX_GRID_Y);
+            assert_eq!(spec.grid(rows + 1, 1).1, MAX_GRID_Y + 1);
+        }
     }
 }

@@ -40,6 +40,7 @@ pub mod double_buffering;
 pub mod naive;
 pub mod scale;
 pub mod smem_tiled;
+pub mod transpose;
 pub mod vectorized;
 pub mod warp_tile;
 

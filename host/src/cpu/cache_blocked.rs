@@ -21,6 +21,7 @@ pub const KERNEL: CpuKernel = CpuKernel {
     summary: "loop reorder on 128 x 128 tiles of B that stay in cache while every row of A passes",
     threaded: false,
     detected: || true,
+    any_layout: false,
     run: |alpha, a, b, beta, c, _threads| {
         gemm(alpha, a, b, beta, c);
         Ok(())

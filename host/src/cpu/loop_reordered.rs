@@ -14,6 +14,7 @@ pub const KERNEL: CpuKernel = CpuKernel {
     summary: "i-p-j loop order: contiguous, vectorizable inner loop over rows of B and C",
     threaded: false,
     detected: || true,
+    any_layout: false,
     run: |alpha, a, b, beta, c, _threads| {
         gemm(alpha, a, b, beta, c);
         Ok(())

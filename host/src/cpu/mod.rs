@@ -7,9 +7,11 @@
 //!    [`microkernel`] in one of three instruction sets ([`simd`]), on all cores.
 //!
 //! Every CPU kernel has the same contract: the operands are already checked
-//! ([`check_gemm`](crate::matrix::check_gemm)), `m, n > 0`, `k > 0` and `alpha != 0` (the
-//! dispatcher handles the other cases without calling a kernel), and `C` is not read when
-//! `beta == 0`.
+//! ([`check_gemm`](crate::matrix::check_gemm)), `C` is row-major, `m, n > 0`, `k > 0` and
+//! `alpha != 0` (the dispatcher handles the other cases without calling a kernel), and `C` is
+//! not read when `beta == 0`. The packed kernels take `A` and `B` in either layout (packing
+//! reads them, so a transpose costs nothing more); the earlier steps of the ladder take them
+//! row-major, and the dispatcher hands them a row-major copy of a column-major operand.
 
 pub mod cache_blocked;
 pub mod loop_reordered;
@@ -19,7 +21,7 @@ mod pack;
 pub mod packed;
 mod simd;
 
-use crate::matrix::{MatMut, MatRef};
+use crate::matrix::{Layout, MatMut, MatRef, with_row_major_c};
 use crate::{Error, Result};
 
 /// A CPU kernel: `C = alpha * A * B + beta * C` under the contract above, on `threads` threads
@@ -38,6 +40,8 @@ pub struct CpuKernel {
     pub threaded: bool,
     /// Whether this CPU can run it (its instruction set is present).
     pub detected: fn() -> bool,
+    /// Whether it reads column-major `A` and `B` itself (else they arrive row-major).
+    pub any_layout: bool,
     /// The kernel.
     pub run: CpuKernelFn,
 }
@@ -50,6 +54,7 @@ macro_rules! packed_kernel {
             summary: $summary,
             threaded: true,
             detected: $uk.detected,
+            any_layout: true,
             run: |alpha, a, b, beta, c, threads| packed::gemm(&$uk, threads, alpha, a, b, beta, c),
         }
     };
@@ -75,11 +80,9 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
 /// With `beta == 0`, `C` is overwritten with zeros and never read.
 pub fn scale_c(beta: f32, c: &mut MatMut) {
     for i in 0..c.rows {
-        let row = c.row_mut(i);
-        if beta == 0.0 {
-            row.fill(0.0);
-        } else {
-            row.iter_mut().for_each(|x| *x *= beta);
+        for j in 0..c.cols {
+            let x = c.at_mut(i, j);
+            *x = if beta == 0.0 { 0.0 } else { beta * *x };
         }
     }
 }
@@ -107,11 +110,13 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// `C = alpha * A * B + beta * C` on the CPU with `kernel` (the automatic choice for `None`) on
-/// `threads` threads (all cores for `None`; `Some(0)` is an error).
+/// `C = alpha * op(A) * op(B) + beta * C` on the CPU with `kernel` (the automatic choice for
+/// `None`) on `threads` threads (all cores for `None`; `Some(0)` is an error). `op(A)` and
+/// `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of `C` works.
 ///
-/// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`; `C = beta * C` without reading
-/// `A` and `B` when `alpha == 0` or `k == 0`.
+/// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`, or when `beta == 1` and
+/// `alpha == 0` or `k == 0`; otherwise `C = beta * C` without reading `A` and `B` when
+/// `alpha == 0` or `k == 0`.
 pub fn gemm(
     kernel: Option<&str>,
     threads: Option<usize>,
@@ -128,13 +133,26 @@ pub fn gemm(
         Some(t) => t,
         None => default_threads(),
     };
-    if c.rows == 0 || c.cols == 0 {
+    let (a, b, mut c) = with_row_major_c(*a, *b, c.rb_mut());
+    let k = a.cols;
+    if c.rows == 0 || c.cols == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
         return Ok(());
     }
-    if alpha == 0.0 || a.cols == 0 {
-        scale_c(beta, c);
-        Ok(())
-    } else {
-        (kernel.run)(alpha, a, b, beta, c, threads)
+    if alpha == 0.0 || k == 0 {
+        scale_c(beta, &mut c);
+        return Ok(());
     }
+    if kernel.any_layout {
+        return (kernel.run)(alpha, &a, &b, beta, &mut c, threads);
+    }
+    let (a_copy, b_copy) = (row_major_copy(&a), row_major_copy(&b));
+    let a = a_copy.as_ref().map_or(a, |d| MatRef::contiguous(d, a.rows, a.cols));
+    let b = b_copy.as_ref().map_or(b, |d| MatRef::contiguous(d, b.rows, b.cols));
+    (kernel.run)(alpha, &a, &b, beta, &mut c, threads)
+}
+
+/// A row-major copy of a column-major view, for the kernels that read rows; `None` when the
+/// view is row-major already.
+fn row_major_copy(m: &MatRef) -> Option<Vec<f32>> {
+    (m.layout == Layout::ColMajor).then(|| m.to_row_major())
 }

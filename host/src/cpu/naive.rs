@@ -13,6 +13,7 @@ pub const KERNEL: CpuKernel = CpuKernel {
     summary: "i-j-p triple loop, one dot product per C element",
     threaded: false,
     detected: || true,
+    any_layout: false,
     run: |alpha, a, b, beta, c, _threads| {
         gemm(alpha, a, b, beta, c);
         Ok(())

@@ -3,14 +3,15 @@
 //! The microkernel streams through its operands strictly in order, one `kc` step at a time, so
 //! each block is rearranged once into contiguous panels: `A` into `MR`-row panels stored column
 //! by column, `B` into `NR`-column panels stored row by row. Packing is where the caller's
-//! layout ends: leading dimensions (and later transposes) are read here and nowhere else, panels
+//! layout ends: leading dimensions, row- or column-major storage and so transposes (a
+//! transpose is a view with the other layout) are read here and nowhere else, panels
 //! are padded with zeros to full `MR` or `NR`, and what the microkernel then reads is contiguous,
 //! aligned to nothing in particular and free of TLB misses. Its cost, `O(mk + kn)` per block,
 //! is spread over `O(mnk)` multiply-adds.
 
 use std::ops::Range;
 
-use crate::matrix::MatRef;
+use crate::matrix::{Layout, MatRef};
 
 /// Packs `A[rows, cols]` (a block of `mc x kc`) into `ceil(mc / mr)` panels of `mr x kc`: panel
 /// `q` holds rows `q*mr ..`, element `(r, p)` at `out[q*mr*kc + p*mr + r]`, rows past the block
@@ -31,7 +32,13 @@ fn pack_a_panels<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<us
     for (q, panel) in out.chunks_exact_mut(MR * kc).take(rows.len().div_ceil(MR)).enumerate() {
         let first = rows.start + q * MR;
         let height = MR.min(rows.end - first);
-        if height == MR {
+        if a.layout == Layout::ColMajor {
+            // Columns of A are contiguous: each step p of the panel is one copy of `height`.
+            for (p, dst) in cols.clone().zip(panel.as_chunks_mut::<MR>().0) {
+                dst[..height].copy_from_slice(&a.col(p)[first..first + height]);
+                dst[height..].fill(0.0);
+            }
+        } else if height == MR {
             let src: [&[f32]; MR] = std::array::from_fn(|r| &a.row(first + r)[cols.clone()]);
             transpose_rows(&src, panel);
         } else {
@@ -45,8 +52,8 @@ fn pack_a_panels<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<us
     }
 }
 
-/// Writes the `MR` rows `src` (each `kc` long) column by column into `panel`: element `(r, p)`
-/// at `panel[p*MR + r]`. Four rows at a time move as 4 x 4 blocks: four 16-byte loads along the
+/// Writes the `MR` lines `src` (each `kc` long) across into `panel`: element `(r, p)` at
+/// `panel[p*MR + r]` (rows of A into an A panel, columns of B into a B panel). Four rows at a time move as 4 x 4 blocks: four 16-byte loads along the
 /// rows, a register transpose, four 16-byte stores along the panel (about 3x faster here than
 /// gathering one column at a time, which is one scalar load per element).
 fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
@@ -115,8 +122,34 @@ pub fn pack_b_panel(
 ) {
     let first = cols.start + q * nr;
     let width = nr.min(cols.end - first);
-    for (p, dst) in rows.map(|p| b.row(p)).zip(panel.chunks_exact_mut(nr)) {
-        dst[..width].copy_from_slice(&p[first..first + width]);
-        dst[width..].fill(0.0);
+    match b.layout {
+        Layout::RowMajor => {
+            for (p, dst) in rows.map(|p| b.row(p)).zip(panel.chunks_exact_mut(nr)) {
+                dst[..width].copy_from_slice(&p[first..first + width]);
+                dst[width..].fill(0.0);
+            }
+        }
+        // Columns of B are contiguous (B is a transposed row-major matrix): a full panel is
+        // NR columns transposed into rows, as A's rows are transposed into its panels.
+        Layout::ColMajor if width == nr => match nr {
+            32 => pack_b_columns::<32>(b, rows, first, panel),
+            16 => pack_b_columns::<16>(b, rows, first, panel),
+            8 => pack_b_columns::<8>(b, rows, first, panel),
+            _ => unreachable!("no microkernel has NR = {nr}"),
+        },
+        Layout::ColMajor => {
+            panel.fill(0.0);
+            for j in 0..width {
+                for (p, &x) in b.col(first + j)[rows.clone()].iter().enumerate() {
+                    panel[p * nr + j] = x;
+                }
+            }
+        }
     }
+}
+
+/// A full panel of a column-major `B`: columns `first .. first + NR`, rows `rows`.
+fn pack_b_columns<const NR: usize>(b: &MatRef, rows: Range<usize>, first: usize, panel: &mut [f32]) {
+    let src: [&[f32]; NR] = std::array::from_fn(|j| &b.col(first + j)[rows.clone()]);
+    transpose_rows(&src, panel);
 }

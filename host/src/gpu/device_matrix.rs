@@ -1,20 +1,21 @@
-//! Row-major matrices that live in device memory, and the copies to and from the host.
+//! Matrices that live in device memory, and the copies to and from the host.
 
 use cudarc::driver::CudaSlice;
 
 use super::{Gpu, alloc_error};
-use crate::matrix::{MatMut, MatRef, check_view, span};
+use crate::matrix::{self, Layout, MatMut, MatRef, check_ld, check_len, span};
 use crate::{Error, Result};
 
-/// A row-major `rows x cols` matrix in device memory, rows `ld` elements apart. Its buffer
-/// always holds exactly the matrix's span (at least one element), so a `DeviceMatrix` is valid
-/// by construction.
+/// A `rows x cols` matrix in device memory, row- or column-major with leading dimension `ld`
+/// (see [`MatRef`] for the layouts). Its buffer always holds the matrix's whole span (at least
+/// one element), so a `DeviceMatrix` is valid by construction.
 #[derive(Debug)]
 pub struct DeviceMatrix {
     pub(super) buf: CudaSlice<f32>,
     rows: usize,
     cols: usize,
     ld: usize,
+    layout: Layout,
 }
 
 impl DeviceMatrix {
@@ -28,9 +29,20 @@ impl DeviceMatrix {
         self.cols
     }
 
-    /// Distance between rows, in elements.
+    /// Distance between rows (row-major) or columns (column-major), in elements.
     pub fn ld(&self) -> usize {
         self.ld
+    }
+
+    /// How the matrix is stored.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The transpose, `cols x rows`: the same buffer read with the other layout (nothing moves
+    /// on the device). Pass `a.t()` to a GEMM for `op(A) = A^T`.
+    pub fn t(self) -> Self {
+        Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 
     /// `(rows, cols)`.
@@ -40,21 +52,34 @@ impl DeviceMatrix {
 }
 
 impl Gpu {
-    /// Allocates a `rows x cols` device matrix with leading dimension `ld`, zero-filled.
+    /// Allocates a row-major `rows x cols` device matrix with leading dimension `ld`,
+    /// zero-filled (`.t()` of a `cols x rows` one is column-major).
     pub fn alloc(&self, rows: usize, cols: usize, ld: usize) -> Result<DeviceMatrix> {
-        check_view("device matrix", usize::MAX, rows, cols, ld)?;
-        let len = span(rows, cols, ld).max(1);
+        self.alloc_as(Layout::RowMajor, rows, cols, ld)
+    }
+
+    /// [`alloc`](Self::alloc) in either layout.
+    pub(super) fn alloc_as(
+        &self,
+        layout: Layout,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<DeviceMatrix> {
+        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
+        let len = span(layout, rows, cols, ld).max(1);
         let bytes = len.saturating_mul(4);
         let buf = self.stream.alloc_zeros::<f32>(len).map_err(alloc_error(bytes))?;
-        Ok(DeviceMatrix { buf, rows, cols, ld })
+        Ok(DeviceMatrix { buf, rows, cols, ld, layout })
     }
 
     /// Copies a host matrix (its whole span, padding included) to a new device matrix with the
-    /// same leading dimension.
+    /// same layout and leading dimension.
     pub fn upload(&self, m: &MatRef) -> Result<DeviceMatrix> {
-        check_view("host matrix", m.data.len(), m.rows, m.cols, m.ld)?;
-        let len = span(m.rows, m.cols, m.ld);
-        let mut d = self.alloc(m.rows, m.cols, m.ld)?;
+        check_ld(matrix::MATRIX, m.layout, m.rows, m.cols, m.ld)?;
+        check_len(matrix::MATRIX, m.data.len(), m.layout, m.rows, m.cols, m.ld)?;
+        let len = span(m.layout, m.rows, m.cols, m.ld);
+        let mut d = self.alloc_as(m.layout, m.rows, m.cols, m.ld)?;
         if len > 0 {
             self.stream
                 .memcpy_htod(&m.data[..len], &mut d.buf)
@@ -63,8 +88,8 @@ impl Gpu {
         Ok(d)
     }
 
-    /// Copies the `rows x cols` block of a device matrix into a host matrix of the same shape,
-    /// row by row: the host padding between rows is not written.
+    /// Copies the `rows x cols` block of a device matrix into a host matrix of the same shape
+    /// (in any layout): the host padding is not written.
     pub fn download(&self, d: &DeviceMatrix, out: &mut MatMut) -> Result<()> {
         if (d.rows, d.cols) != (out.rows, out.cols) {
             return Err(Error::DimensionMismatch(format!(
@@ -72,10 +97,26 @@ impl Gpu {
                 d.rows, d.cols, out.rows, out.cols
             )));
         }
-        check_view("host matrix", out.data.len(), out.rows, out.cols, out.ld)?;
+        check_ld(matrix::MATRIX, out.layout, out.rows, out.cols, out.ld)?;
+        check_len(matrix::MATRIX, out.data.len(), out.layout, out.rows, out.cols, out.ld)?;
+        if d.rows == 0 || d.cols == 0 {
+            return Ok(());
+        }
         let staged = self.stream.clone_dtoh(&d.buf).map_err(Error::cuda("copying to the host"))?;
-        for i in 0..d.rows {
-            out.row_mut(i).copy_from_slice(&staged[i * d.ld..i * d.ld + d.cols]);
+        let staged = MatRef { data: &staged, rows: d.rows, cols: d.cols, ld: d.ld, layout: d.layout };
+        if out.layout == d.layout {
+            // Line by line (rows, or columns): whole contiguous runs.
+            let (lines, inner) =
+                if d.layout == Layout::RowMajor { (d.rows, d.cols) } else { (d.cols, d.rows) };
+            for line in 0..lines {
+                out.data[line * out.ld..][..inner].copy_from_slice(&staged.data[line * d.ld..][..inner]);
+            }
+        } else {
+            for i in 0..d.rows {
+                for j in 0..d.cols {
+                    *out.at_mut(i, j) = staged.at(i, j);
+                }
+            }
         }
         Ok(())
     }

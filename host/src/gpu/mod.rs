@@ -19,9 +19,9 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale, transpose};
 
-use crate::matrix::{MatMut, MatRef, check_gemm, check_shapes};
+use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Result};
 
 /// The kernel module for each shipped architecture, newest first: `(major, name, PTX)`.
@@ -54,16 +54,36 @@ pub struct GpuKernel {
 }
 
 impl GpuKernel {
-    /// The entry to launch: the 16-byte-load variant when `A` and `B` allow it (leading
-    /// dimensions and row lengths `k`, `n` multiples of 4; device buffers start 256-byte
-    /// aligned, so row starts are then 16-byte aligned and no vector straddles a row's end),
-    /// the scalar-load entry otherwise.
-    fn function_for(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> &CudaFunction {
-        let fours = [a.ld(), b.ld(), a.cols(), b.cols()].iter().all(|x| x.is_multiple_of(4));
+    /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and `B`
+    /// (`n` columns) allow it (leading dimensions and row lengths multiples of 4; device
+    /// buffers start 256-byte aligned, so row starts are then 16-byte aligned and no vector
+    /// straddles a row's end), the scalar-load entry otherwise.
+    fn function_for(&self, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
+        let fours = [lda, ldb, k, n].iter().all(|x| x.is_multiple_of(4));
         match &self.vec4 {
             Some(vec4) if fours => vec4,
             _ => &self.function,
         }
+    }
+}
+
+/// An operand of a GEMM on the device, as a view: a buffer read as a `rows x cols` matrix.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    buf: &'a CudaSlice<f32>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+impl<'a> Operand<'a> {
+    fn of(m: &'a DeviceMatrix) -> Self {
+        Self { buf: &m.buf, rows: m.rows(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
+    }
+
+    fn t(self) -> Self {
+        Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 }
 
@@ -76,6 +96,7 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     kernels: Vec<GpuKernel>,
     scale_c: GpuKernel,
+    transpose: GpuKernel,
     info: DeviceInfo,
 }
 
@@ -131,9 +152,10 @@ impl Gpu {
         };
         let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
+        let transpose = load(transpose::SPEC)?;
         let stream = ctx.default_stream();
         let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        Ok(Self { stream, kernels, scale_c, info })
+        Ok(Self { stream, kernels, scale_c, transpose, info })
     }
 
     /// What this device is.
@@ -161,9 +183,9 @@ impl Gpu {
         })
     }
 
-    /// `C = alpha * A * B + beta * C` on host slices: copies the operands to the device, runs
-    /// `kernel` (the automatic choice for `None`), and copies the `m x n` block of `C` back
-    /// (padding between `C`'s rows is never written).
+    /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
+    /// `A^T`): copies the operands to the device, runs `kernel` (the automatic choice for
+    /// `None`), and copies the `m x n` block of `C` back (its padding is never written).
     pub fn gemm(
         &self,
         kernel: Option<&str>,
@@ -175,20 +197,29 @@ impl Gpu {
     ) -> Result<()> {
         check_gemm(a, b, &c.as_ref())?;
         let kernel = self.kernel(kernel)?;
-        if c.rows == 0 || c.cols == 0 {
+        let scale_only = alpha == 0.0 || a.cols == 0;
+        if c.rows == 0 || c.cols == 0 || (scale_only && beta == 1.0) {
             return Ok(());
         }
-        let a_dev = self.upload(a)?;
-        let b_dev = self.upload(b)?;
-        // With beta == 0 C is not read: skip its upload.
-        let mut c_dev =
-            if beta == 0.0 { self.alloc(c.rows, c.cols, c.ld)? } else { self.upload(&c.as_ref())? };
+        // With beta == 0 C is not read: skip its upload. A and B are not read (nor copied)
+        // when only C's scaling is left.
+        let mut c_dev = if beta == 0.0 {
+            self.alloc_as(c.layout, c.rows, c.cols, c.ld)?
+        } else {
+            self.upload(&c.as_ref())?
+        };
+        let (a_dev, b_dev) = if scale_only {
+            (self.alloc_as(a.layout, a.rows, a.cols, a.ld)?, self.alloc_as(b.layout, b.rows, b.cols, b.ld)?)
+        } else {
+            (self.upload(a)?, self.upload(b)?)
+        };
         self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
         self.download(&c_dev, c)
     }
 
-    /// `C = alpha * A * B + beta * C` on matrices already on the device; returns when the
-    /// result is complete, so a fault inside the kernel is this call's error.
+    /// `C = alpha * op(A) * op(B) + beta * C` on matrices already on the device (any layout;
+    /// pass `a.t()` for `A^T`); returns when the result is complete, so a fault inside the
+    /// kernel is this call's error.
     pub fn gemm_device(
         &self,
         kernel: Option<&str>,
@@ -206,8 +237,16 @@ impl Gpu {
     /// Queues the GEMM on the stream and returns at once (for timing loops); errors inside
     /// the kernel surface at the next [`synchronize`](Self::synchronize).
     ///
-    /// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`; `C = beta * C` without
-    /// touching `A` and `B` when `alpha == 0` or `k == 0`.
+    /// The kernels read row-major operands and write a row-major `C`. A column-major `C` is
+    /// the row-major `C^T = op(B)^T op(A)^T`, so the operands swap (free); an operand that is
+    /// then column-major (a transpose) is first transposed into a scratch buffer by the
+    /// `transpose` kernel (`O(mk)` or `O(kn)` traffic before the `O(mnk)` GEMM). Shapes taller
+    /// than one grid can cover (`gridDim.y <= 65535` tiles) run as several launches over
+    /// blocks of rows.
+    ///
+    /// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`, or when `beta == 1` and
+    /// `alpha == 0` or `k == 0`; otherwise `C = beta * C` without touching `A` and `B` when
+    /// `alpha == 0` or `k == 0`.
     pub fn enqueue(
         &self,
         kernel: &GpuKernel,
@@ -218,40 +257,111 @@ impl Gpu {
         c: &mut DeviceMatrix,
     ) -> Result<()> {
         check_shapes(a.dims(), b.dims(), c.dims())?;
-        let (m, n, k) = (c.rows(), c.cols(), a.cols());
-        if m == 0 || n == 0 {
+        let (a, b) = (Operand::of(a), Operand::of(b));
+        // C as the row-major matrix the kernels write: C itself, or C^T.
+        let (a, b, m, n) = match c.layout() {
+            Layout::RowMajor => (a, b, c.rows(), c.cols()),
+            Layout::ColMajor => (b.t(), a.t(), c.cols(), c.rows()),
+        };
+        let (k, ldc) = (a.cols, c.ld());
+        if m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
             return Ok(());
         }
         let too_large = |why| Error::ShapeTooLarge { m, n, k, kernel: kernel.spec.name, why };
         let to_u32 =
             |x: usize| u32::try_from(x).map_err(|_| too_large("a size or leading dimension exceeds u32"));
-        let (m32, n32, k32) = (to_u32(m)?, to_u32(n)?, to_u32(k)?);
-        let (lda, ldb, ldc) = (to_u32(a.ld())?, to_u32(b.ld())?, to_u32(c.ld())?);
+        let (m32, n32, k32, ldc32) = (to_u32(m)?, to_u32(n)?, to_u32(k)?, to_u32(ldc)?);
         if alpha == 0.0 || k == 0 {
-            let spec = self.scale_c.spec;
-            if !spec.fits(m32, n32) {
-                return Err(too_large("the grid would exceed gridDim.y"));
-            }
-            let mut launch = self.stream.launch_builder(&self.scale_c.function);
-            launch.arg(&m32).arg(&n32).arg(&beta).arg(&mut c.buf).arg(&ldc);
-            // SAFETY: the argument list matches `sgemm_scale_c`; `C` spans its m x n block with
-            // `ldc` (checked above), and the launch uses the kernel's own geometry.
-            unsafe { launch.launch(launch_config(&spec, m32, n32)) }
-                .map_err(Error::cuda("launching scale_c"))?;
-            return Ok(());
+            return self.launch_rows(&self.scale_c.spec, m32, |r0, rows| {
+                let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
+                let mut launch = self.stream.launch_builder(&self.scale_c.function);
+                launch.arg(&rows).arg(&n32).arg(&beta).arg(&mut c_rows).arg(&ldc32);
+                // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
+                // `rows x n` with `ldc` (its span was checked when it was made), and the
+                // launch uses the kernel's own geometry.
+                unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32)) }
+                    .map(drop)
+                    .map_err(Error::cuda("launching scale_c"))
+            });
         }
-        if !kernel.spec.fits(m32, n32) {
-            return Err(too_large("the grid would exceed gridDim.y"));
+        let a_rows = self.row_major(a)?;
+        let b_rows = self.row_major(b)?;
+        let (a_buf, lda) = a_rows.as_ref().map_or((a.buf, a.ld), |t| (t, k));
+        let (b_buf, ldb) = b_rows.as_ref().map_or((b.buf, b.ld), |t| (t, n));
+        let (lda32, ldb32) = (to_u32(lda)?, to_u32(ldb)?);
+        let function = kernel.function_for(lda, ldb, k, n);
+        self.launch_rows(&kernel.spec, m32, |r0, rows| {
+            let a_rows = a_buf.slice(r0 as usize * lda..);
+            let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
+            let mut launch = self.stream.launch_builder(function);
+            launch.arg(&rows).arg(&n32).arg(&k32).arg(&alpha);
+            launch.arg(&a_rows).arg(&lda32).arg(b_buf).arg(&ldb32);
+            launch.arg(&beta).arg(&mut c_rows).arg(&ldc32);
+            // SAFETY: every GEMM kernel takes (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            // from row r0 on, A holds `rows x k` (lda) and C `rows x n` (ldc), B holds `k x n`
+            // (spans checked when the matrices were made, scratch copies sized here); C is a
+            // distinct allocation from A and B (it is borrowed mutably); the launch uses the
+            // kernel's geometry.
+            unsafe { launch.launch(launch_config(&kernel.spec, rows, n32)) }
+                .map(drop)
+                .map_err(Error::cuda("launching a GEMM kernel"))
+        })
+        // The scratch copies are freed here, ordered on the stream after the launches.
+    }
+
+    /// `None` for a row-major operand; for a column-major one, a row-major copy made on the
+    /// device by the `transpose` kernel (queued on the stream).
+    fn row_major(&self, x: Operand) -> Result<Option<CudaSlice<f32>>> {
+        if x.layout == Layout::RowMajor {
+            return Ok(None);
         }
-        let mut launch = self.stream.launch_builder(kernel.function_for(a, b));
-        launch.arg(&m32).arg(&n32).arg(&k32).arg(&alpha);
-        launch.arg(&a.buf).arg(&lda).arg(&b.buf).arg(&ldb);
-        launch.arg(&beta).arg(&mut c.buf).arg(&ldc);
-        // SAFETY: every GEMM kernel takes (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); the
-        // buffers hold their declared matrices (checked above), `C` is a distinct allocation
-        // from `A` and `B` (it is borrowed mutably), and the launch uses the kernel's geometry.
-        unsafe { launch.launch(launch_config(&kernel.spec, m32, n32)) }
-            .map_err(Error::cuda("launching a GEMM kernel"))?;
+        // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
+        let (src_rows, src_cols) = (x.cols, x.rows);
+        let too_large = |_| Error::ShapeTooLarge {
+            m: x.rows,
+            n: x.cols,
+            k: 0,
+            kernel: "transpose",
+            why: "a size or leading dimension exceeds u32",
+        };
+        let (rows32, cols32) =
+            (u32::try_from(src_rows).map_err(too_large)?, u32::try_from(src_cols).map_err(too_large)?);
+        let (ld_src, ld_dst) = (u32::try_from(x.ld).map_err(too_large)?, rows32);
+        let len = src_rows * src_cols;
+        // SAFETY: the transpose below writes every element before anything reads it.
+        let mut dst = unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
+        let spec = &self.transpose.spec;
+        self.launch_rows(spec, rows32, |r0, rows| {
+            let src = x.buf.slice(r0 as usize * x.ld..);
+            // Rows r0.. of src are columns r0.. of the copy.
+            let mut dst_cols = dst.slice_mut(r0 as usize..);
+            let mut launch = self.stream.launch_builder(&self.transpose.function);
+            launch.arg(&rows).arg(&cols32).arg(&src).arg(&ld_src).arg(&mut dst_cols).arg(&ld_dst);
+            // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src holds
+            // `rows x cols` with its ld, and dst from column r0 on holds the `cols x rows`
+            // transpose with ld `src_rows`; the buffers are distinct allocations.
+            unsafe { launch.launch(launch_config(spec, rows, cols32)) }
+                .map(drop)
+                .map_err(Error::cuda("launching transpose"))
+        })?;
+        Ok(Some(dst))
+    }
+
+    /// Calls `launch(r0, rows)` for consecutive blocks of at most `spec`'s grid limit of rows
+    /// (`65535` tiles): a single call unless the matrix is taller than one grid can cover.
+    fn launch_rows(
+        &self,
+        spec: &KernelSpec,
+        m: u32,
+        mut launch: impl FnMut(u32, u32) -> Result<(), Error>,
+    ) -> Result<()> {
+        let max_rows = spec.max_rows_per_launch();
+        let mut r0 = 0;
+        while r0 < m {
+            let rows = max_rows.min(m - r0);
+            launch(r0, rows)?;
+            r0 += rows;
+        }
         Ok(())
     }
 

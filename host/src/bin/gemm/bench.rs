@@ -294,7 +294,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
             };
             let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
             for (kernel, resolved, timing) in ours {
-                let tolerance = reference::tolerance(n);
+                let tolerance = reference::TOLERANCE;
                 let row = Row {
                     backend: backend.clone(),
                     kernel,
