@@ -22,9 +22,9 @@ rm -f "$out/sm_90.cubin"
 step "selftest (the shared suite on every GPU kernel)"
 $b/gemm selftest --backend gpu 2>&1 | tee "$out/selftest.log" || status=1
 
-step "integration tests"
+step "integration tests (SGEMM_LARGE_TESTS: C past 2^32 elements, 17.6 GB)"
 for t in $b/test-*; do
-  "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log" | grep -E "^test |test result|SKIPPED|failures" || status=1
+  SGEMM_LARGE_TESTS=1 "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log" | grep -E "^test |test result|SKIPPED|failures" || status=1
 done
 
 step "compute-sanitizer"
@@ -36,6 +36,20 @@ for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
     && echo "racecheck $kernel: clean" || { echo "racecheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
   $san --tool initcheck $b/gemm --backend gpu --kernel "$kernel" --m 33 --n 31 --k 7 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
     && echo "initcheck $kernel: clean" || { echo "initcheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
+done
+# Transposes and column-major (the transpose kernel and the swapped operands), on the auto kernel.
+for ops in "--transa" "--transb --layout col" "--transa --transb --layout col"; do
+  $san --tool memcheck $b/gemm --backend gpu $ops --m 129 --n 127 --k 33 --beta 0.5 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "memcheck  auto $ops: clean" || { echo "memcheck  auto $ops: FAILED"; tail -30 "$out/san.log"; status=1; }
+  $san --tool initcheck $b/gemm --backend gpu $ops --m 33 --n 31 --k 7 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "initcheck auto $ops: clean" || { echo "initcheck auto $ops: FAILED"; tail -30 "$out/san.log"; status=1; }
+  $san --tool racecheck $b/gemm --backend gpu $ops --m 65 --n 97 --k 129 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "racecheck auto $ops: clean" || { echo "racecheck auto $ops: FAILED"; tail -30 "$out/san.log"; status=1; }
+done
+
+step "transposed operands at n = 4096: ours (transpose kernel + GEMM) and cuBLAS"
+for ops in "" "--transa" "--transb" "--transa --transb" "--layout col" "--transa --layout col"; do
+  $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|double|cublas" || status=1
 done
 
 step "benchmark against cuBLAS (gemm bench: same process, same buffers, L2 flushed per replay)"

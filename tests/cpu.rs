@@ -95,3 +95,42 @@ fn zero_threads_is_an_error_and_unknown_kernels_are_named() {
     call(None, Some(1), &mut c).unwrap();
     assert_eq!(c, vec![2.0; 4]);
 }
+
+#[test]
+fn the_checker_catches_an_ignored_transpose() {
+    // A GEMM that reads op(A) = A^T as if it were A must fail.
+    let case = check::Case::new(3, 4, 3, 1.0, 0.0, 1).with(check::COMBOS[1]);
+    let result = check::run_case(&case, 1, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+        let as_stored = MatRef { layout: sgemm::Layout::RowMajor, ..*a };
+        cpu::gemm(None, None, alpha, &as_stored, b, beta, c)
+    });
+    assert!(result.unwrap_err().contains("reference"), "an ignored transpose was not caught");
+}
+
+#[test]
+fn integer_inputs_give_exact_results_in_every_layout() {
+    // Small integers: every product and partial sum is exact in f32, so every kernel, in every
+    // transpose and layout, must return exactly the reference (the GPU test compares the GPU
+    // with this same CPU result bit for bit).
+    let (m, n, k) = (67, 45, 301);
+    for combo in check::COMBOS {
+        let case = check::Case::new(m, n, k, 2.0, -1.0, 1).with(combo);
+        for kernel in CPU_KERNELS.iter().filter(|k| (k.detected)()) {
+            let mut next = 0u32;
+            let fill = || {
+                next = next.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                ((next >> 16) % 9) as f32 - 4.0
+            };
+            let error = check::run_case_with(
+                &case,
+                0,
+                fill,
+                |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+                    cpu::gemm(Some(kernel.name), None, alpha, a, b, beta, c)
+                },
+            )
+            .unwrap();
+            assert_eq!(error, 0.0, "{} {case}: inexact", kernel.name);
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use sgemm::check;
-use sgemm::{Error, Gpu, MatMut, MatRef};
+use sgemm::{Error, Gpu, Layout, MatMut, MatRef};
 
 fn gpu_or_skip(test: &str) -> Option<Gpu> {
     match Gpu::new(0) {
@@ -54,6 +54,17 @@ fn device_resident_calls_match_host_calls() {
     gpu.download(&c_dev, &mut MatMut::contiguous(&mut device, m, n)).unwrap();
     // Small integers: every product and partial sum is exact, so the two must agree exactly.
     assert_eq!(host, device);
+
+    // The same product with A stored transposed (k x m, uploaded, then `.t()`), into a
+    // column-major C on the device (`alloc(n, m, ld).t()`), downloaded into a row-major host C.
+    let a_stored: Vec<f32> = (0..k * m).map(|i| a.at(i % m, i / m)).collect(); // A^T row-major
+    let a_t = gpu.upload(&MatRef::contiguous(&a_stored, k, m)).unwrap().t();
+    assert_eq!((a_t.rows(), a_t.cols(), a_t.layout()), (m, k, Layout::ColMajor));
+    let mut c_col = gpu.alloc(n, m, m + 3).unwrap().t();
+    gpu.gemm_device(None, 1.0, &a_t, &b_dev, 0.0, &mut c_col).unwrap();
+    let mut from_col = vec![0.0; m * n];
+    gpu.download(&c_col, &mut MatMut::contiguous(&mut from_col, m, n)).unwrap();
+    assert_eq!(host, from_col);
 }
 
 #[test]
@@ -62,4 +73,94 @@ fn device_out_of_memory_is_an_error_and_the_handle_survives() {
     let huge = gpu.alloc(1 << 20, 1 << 20, 1 << 20); // 4 TiB
     assert!(matches!(huge, Err(Error::OutOfDeviceMemory { .. })), "{huge:?}");
     assert!(gpu.alloc(16, 16, 16).is_ok());
+}
+
+/// Small integers from a fixed sequence: products and sums stay exact in f32.
+fn integers(len: usize, salt: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
+}
+
+#[test]
+fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
+    let Some(gpu) = gpu_or_skip("gpu_and_cpu_agree_bit_for_bit_on_integers") else { return };
+    let (m, n, k) = (129, 67, 301);
+    for (trans_a, trans_b, layout) in check::COMBOS {
+        // Stored shapes in `layout`; each view is op(X).
+        let view = |data: &'static [f32], rows: usize, cols: usize, trans: bool| {
+            let (sr, sc) = if trans { (cols, rows) } else { (rows, cols) };
+            let ld = if layout == Layout::RowMajor { sc } else { sr };
+            let stored = MatRef { data, rows: sr, cols: sc, ld, layout };
+            if trans { stored.t() } else { stored }
+        };
+        let a = view(integers(m * k, 1).leak(), m, k, trans_a);
+        let b = view(integers(k * n, 2).leak(), k, n, trans_b);
+        let c0 = integers(m * n, 3);
+        let ldc = if layout == Layout::RowMajor { n } else { m };
+        let mut cpu = c0.clone();
+        let mut c = MatMut { data: &mut cpu, rows: m, cols: n, ld: ldc, layout };
+        sgemm::cpu::gemm(None, None, 2.0, &a, &b, -1.0, &mut c).unwrap();
+        for kernel in gpu.kernels() {
+            let mut out = c0.clone();
+            let mut c = MatMut { data: &mut out, rows: m, cols: n, ld: ldc, layout };
+            gpu.gemm(Some(kernel.spec.name), 2.0, &a, &b, -1.0, &mut c).unwrap();
+            assert!(out == cpu, "{} {layout:?} {trans_a} {trans_b}: GPU differs from CPU", kernel.spec.name);
+        }
+    }
+}
+
+#[test]
+fn shapes_past_one_grid_run_as_several_launches() {
+    let Some(gpu) = gpu_or_skip("shapes_past_one_grid_run_as_several_launches") else { return };
+    // 65535 tiles of 128 rows plus a partial one: two launches of every kernel (more for the
+    // 32-row tiles); then a transposed A of 2.2M x 2, more rows than one transpose grid covers.
+    let cases = [
+        check::Case::new(65_535 * 128 + 129, 3, 2, 1.0, 0.0, 0),
+        check::Case::new(65_535 * 128 + 129, 3, 2, 0.0, 1.5, 0),
+        check::Case::new(2, 3, 2_200_000, 1.0, 1.0, 1).with(check::COMBOS[3]),
+    ];
+    for kernel in gpu.kernels() {
+        let name = kernel.spec.name;
+        for (seed, case) in cases.iter().enumerate() {
+            let r =
+                check::run_case(case, seed as u64, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+                    gpu.gemm(Some(name), alpha, a, b, beta, c)
+                });
+            assert!(r.is_ok(), "{name}: {}", r.unwrap_err());
+        }
+    }
+}
+
+#[test]
+fn offsets_past_2_to_the_32_elements_index_correctly() {
+    // C with 2^21 + 1 rows 2100 elements apart spans 4.4e9 elements (17.6 GB): a 32-bit
+    // element offset would wrap. Opt-in (SGEMM_LARGE_TESTS=1): it needs that much memory on
+    // the device and about twice on the host.
+    if std::env::var_os("SGEMM_LARGE_TESTS").is_none() {
+        let _ = writeln!(std::io::stderr(), "SKIPPED offsets_past_2_to_the_32: set SGEMM_LARGE_TESTS=1");
+        return;
+    }
+    let Some(gpu) = gpu_or_skip("offsets_past_2_to_the_32_elements_index_correctly") else { return };
+    let (m, n, k, ldc) = ((1 << 21) + 1, 4, 4, 2100);
+    let (a, b) = (integers(m * k, 4), integers(k * n, 5));
+    let span = (m - 1) * ldc + n;
+    assert!(span > 1 << 32);
+    let mut c = vec![0.0f32; span];
+    for name in ["naive", sgemm::gpu::AUTO_KERNEL] {
+        gpu.gemm(
+            Some(name),
+            1.0,
+            &MatRef::contiguous(&a, m, k),
+            &MatRef::contiguous(&b, k, n),
+            0.0,
+            &mut MatMut::new(&mut c, m, n, ldc),
+        )
+        .unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+                assert_eq!(c[i * ldc + j], want, "{name}: C[{i}][{j}] at offset {}", i * ldc + j);
+            }
+        }
+        c.iter_mut().for_each(|x| *x = 0.0);
+    }
 }

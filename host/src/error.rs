@@ -22,10 +22,6 @@ pub enum Error {
     /// 9 (`b`) or 12 (`c`).
     #[error("{matrix} holds {len} elements; its matrix needs {needed}{}", argument(*position))]
     SliceTooShort { position: u8, matrix: &'static str, needed: usize, len: usize },
-    /// An `ndarray` view whose strides are neither row- nor column-major (a negative or
-    /// non-unit inner stride); copy it into a standard layout first.
-    #[error("{matrix} has strides {strides:?}: one of them must be 1 and the other positive")]
-    UnsupportedStrides { matrix: &'static str, strides: [isize; 2] },
     /// No usable CUDA driver or device.
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),

@@ -26,6 +26,8 @@
 //! nothing outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`.
 //! For data that stays on the GPU, use [`Gpu`] and [`DeviceMatrix`] directly.
 
+#[cfg(feature = "ndarray")]
+mod arrays;
 mod blas;
 pub mod check;
 pub mod cpu;

@@ -33,6 +33,18 @@ impl Layout {
     }
 }
 
+impl std::str::FromStr for Layout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "row" | "row-major" => Ok(Self::RowMajor),
+            "col" | "col-major" | "column-major" => Ok(Self::ColMajor),
+            _ => Err(format!("unknown layout `{s}` (expected row or col)")),
+        }
+    }
+}
+
 /// A read-only `rows x cols` matrix in `data`.
 #[derive(Clone, Copy, Debug)]
 pub struct MatRef<'a> {

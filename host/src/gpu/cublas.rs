@@ -10,8 +10,8 @@
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 
-use super::{DeviceMatrix, Gpu};
-use crate::matrix::check_shapes;
+use super::{DeviceMatrix, Gpu, Operand};
+use crate::matrix::{Layout, check_shapes};
 use crate::{Error, Result};
 
 /// A cuBLAS handle bound to a [`Gpu`]'s stream.
@@ -29,7 +29,10 @@ impl Cublas {
         Ok(Self { blas })
     }
 
-    /// Queues `C = alpha * A * B + beta * C` (row-major, as [`Gpu::enqueue`]).
+    /// Queues `C = alpha * op(A) * op(B) + beta * C` on views in any layout, as
+    /// [`Gpu::enqueue`]. cuBLAS reads column-major matrices: a row-major operand is passed as
+    /// the transpose (`CUBLAS_OP_T`) of the column-major matrix its memory is, and a row-major
+    /// `C` is computed as the column-major `C^T = op(B)^T op(A)^T`.
     pub fn enqueue(
         &self,
         alpha: f32,
@@ -39,23 +42,33 @@ impl Cublas {
         c: &mut DeviceMatrix,
     ) -> Result<()> {
         check_shapes(a.dims(), b.dims(), c.dims())?;
+        let (a, b) = (Operand::of(a), Operand::of(b));
+        let (a, b, m, n) = match c.layout() {
+            Layout::ColMajor => (a, b, c.rows(), c.cols()),
+            Layout::RowMajor => (b.t(), a.t(), c.cols(), c.rows()),
+        };
         let int = |x: usize| {
             i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
         };
+        let op = |x: &Operand| match x.layout {
+            Layout::ColMajor => cublasOperation_t::CUBLAS_OP_N,
+            Layout::RowMajor => cublasOperation_t::CUBLAS_OP_T,
+        };
         let cfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_N,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: int(c.cols())?,
-            n: int(c.rows())?,
-            k: int(a.cols())?,
+            transa: op(&a),
+            transb: op(&b),
+            m: int(m)?,
+            n: int(n)?,
+            k: int(a.cols)?,
             alpha,
-            lda: int(b.ld())?,
-            ldb: int(a.ld())?,
+            lda: int(a.ld)?,
+            ldb: int(b.ld)?,
             beta,
             ldc: int(c.ld())?,
         };
-        // SAFETY: the shapes chain (checked above) and each buffer holds its matrix's span.
-        unsafe { self.blas.gemm(cfg, &b.buf, &a.buf, &mut c.buf) }
+        // SAFETY: the shapes chain (checked above), each buffer holds its matrix's span, and
+        // the operations and leading dimensions describe each buffer's layout.
+        unsafe { self.blas.gemm(cfg, a.buf, b.buf, &mut c.buf) }
             .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
     }
 }

@@ -78,11 +78,11 @@ struct Operand<'a> {
 }
 
 impl<'a> Operand<'a> {
-    fn of(m: &'a DeviceMatrix) -> Self {
+    pub(super) fn of(m: &'a DeviceMatrix) -> Self {
         Self { buf: &m.buf, rows: m.rows(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
     }
 
-    fn t(self) -> Self {
+    pub(super) fn t(self) -> Self {
         Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 }

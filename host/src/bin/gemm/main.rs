@@ -12,7 +12,7 @@ mod plot;
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, MatMut, MatRef, check, reference};
+use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, Layout, MatMut, MatRef, check, reference};
 
 #[derive(Parser)]
 #[command(name = "gemm", version, about = "Single-precision GEMM on the GPU (Rust kernels) or the CPU")]
@@ -55,6 +55,15 @@ struct RunArgs {
     /// A kernel name (see --list-kernels), or `all` for every kernel of the backend.
     #[arg(long)]
     kernel: Option<String>,
+    /// op(A) = A^T: A is stored k x m.
+    #[arg(long)]
+    transa: bool,
+    /// op(B) = B^T: B is stored n x k.
+    #[arg(long)]
+    transb: bool,
+    /// How A, B and C are stored: row or col (column-major).
+    #[arg(long, default_value = "row")]
+    layout: Layout,
     #[arg(long, default_value_t = 1.0)]
     alpha: f32,
     #[arg(long, default_value_t = 0.0)]
@@ -163,18 +172,31 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>();
     let (a, b, c0) = (random(m * k), random(k * n), random(m * n));
-    let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
-    let c0 = MatRef::contiguous(&c0, m, n);
+    // op(X) as a view of X stored in the chosen layout (transposed when asked).
+    let view = |data: &'static [f32], rows: usize, cols: usize, trans: bool| {
+        let (sr, sc) = if trans { (cols, rows) } else { (rows, cols) };
+        let ld = if args.layout == Layout::RowMajor { sc } else { sr };
+        let stored = MatRef { data, rows: sr, cols: sc, ld, layout: args.layout };
+        if trans { stored.t() } else { stored }
+    };
+    let a = view(a.leak(), m, k, args.transa);
+    let b = view(b.leak(), k, n, args.transb);
+    let c0 = view(c0.leak(), m, n, false);
+    let op = |t: bool| if t { "T" } else { "N" };
     println!(
-        "problem: m={m} n={n} k={k} alpha={} beta={} ({} timed runs)",
-        args.alpha, args.beta, args.iters
+        "problem: m={m} n={n} k={k} alpha={} beta={} op(A)={} op(B)={} {:?} ({} timed runs)",
+        args.alpha,
+        args.beta,
+        op(args.transa),
+        op(args.transb),
+        args.layout,
+        args.iters
     );
 
     let check = |c: &[f32]| -> Option<f64> {
         (!args.no_check).then(|| {
             let rows = reference::sample_rows(m, 16);
-            reference::compare(args.alpha, &a, &b, args.beta, &c0, &MatRef::contiguous(c, m, n), rows)
-                .max_error
+            reference::compare(args.alpha, &a, &b, args.beta, &c0, &MatRef { data: c, ..c0 }, rows).max_error
         })
     };
     let mut rows = Vec::new();
@@ -226,17 +248,9 @@ fn time_cpu(
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
     let name = sgemm::cpu::kernel(kernel)?.name;
-    let (m, n) = (c0.rows, c0.cols);
     let run = |c: &mut [f32]| {
-        sgemm::cpu::gemm(
-            Some(name),
-            args.threads,
-            args.alpha,
-            a,
-            b,
-            args.beta,
-            &mut MatMut::contiguous(c, m, n),
-        )
+        let mut c = MatMut { data: c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout };
+        sgemm::cpu::gemm(Some(name), args.threads, args.alpha, a, b, args.beta, &mut c)
     };
     let mut c = c0.data.to_vec();
     run(&mut c)?;
@@ -280,7 +294,7 @@ fn time_device(
     launch(&mut c_dev)?;
     gpu.synchronize()?;
     let mut c = c0.data.to_vec();
-    gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, c0.rows, c0.cols))?;
+    gpu.download(&c_dev, &mut MatMut { data: &mut c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout })?;
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {

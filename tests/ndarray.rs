@@ -1,0 +1,97 @@
+//! `Engine::gemm_ndarray` (feature `ndarray`): standard, Fortran, transposed, strided and
+//! split views, against the f64 reference, on the CPU and on the GPU where there is one.
+
+use ndarray::{Array2, ArrayView2, Axis, ShapeBuilder, s};
+use sgemm::reference::{TOLERANCE, element};
+use sgemm::{Backend, Engine, MatRef};
+
+fn engines() -> Vec<Engine> {
+    let mut engines = vec![Engine::new(Backend::Cpu).unwrap()];
+    if let Ok(gpu) = Engine::new(Backend::Gpu) {
+        engines.push(gpu);
+    }
+    engines
+}
+
+/// A matrix of small distinct values.
+fn filled(rows: usize, cols: usize, salt: usize) -> Array2<f32> {
+    Array2::from_shape_fn((rows, cols), |(i, j)| ((i * 7 + j * 3 + salt) % 11) as f32 / 4.0 - 1.0)
+}
+
+/// `alpha * a * b + beta * c0` in f64, compared with `c` element by element.
+fn assert_gemm(
+    alpha: f32,
+    a: ArrayView2<f32>,
+    b: ArrayView2<f32>,
+    beta: f32,
+    c0: &Array2<f32>,
+    c: ArrayView2<f32>,
+) {
+    let (a, b, c0) = (a.to_owned(), b.to_owned(), c0.clone());
+    let (a, b, c0) = (
+        a.as_standard_layout().to_owned(),
+        b.as_standard_layout().to_owned(),
+        c0.as_standard_layout().to_owned(),
+    );
+    let av = MatRef::contiguous(a.as_slice().unwrap(), a.nrows(), a.ncols());
+    let bv = MatRef::contiguous(b.as_slice().unwrap(), b.nrows(), b.ncols());
+    let cv = MatRef::contiguous(c0.as_slice().unwrap(), c0.nrows(), c0.ncols());
+    for ((i, j), &got) in c.indexed_iter() {
+        let (want, scale) = element(alpha, &av, &bv, beta, &cv, i, j);
+        assert!((got as f64 - want).abs() <= TOLERANCE * scale, "C[{i}][{j}] = {got}, want {want}");
+    }
+}
+
+#[test]
+fn contiguous_views_in_either_order() {
+    for engine in engines() {
+        let (m, n, k) = (37, 29, 41);
+        let a = filled(m, k, 1);
+        let b_f = Array2::from_shape_vec((k, n).f(), filled(k, n, 2).t().iter().copied().collect()).unwrap();
+        let mut c = Array2::<f32>::zeros((m, n).f());
+        let c0 = c.clone();
+        engine.gemm_ndarray(None, 1.5, a.view(), b_f.view(), 0.0, c.view_mut()).unwrap();
+        assert_gemm(1.5, a.view(), b_f.view(), 0.0, &c0, c.view());
+        // Transposed views: A^T B^T with A stored k x m, B stored n x k.
+        let (at, bt) = (filled(k, m, 3), filled(n, k, 4));
+        let mut c = filled(m, n, 5);
+        let c0 = c.clone();
+        engine.gemm_ndarray(None, 0.5, at.t(), bt.t(), 2.0, c.view_mut()).unwrap();
+        assert_gemm(0.5, at.t(), bt.t(), 2.0, &c0, c.view());
+    }
+}
+
+#[test]
+fn strided_views_are_computed_and_nothing_around_them_is_written() {
+    for engine in engines() {
+        let big_a = filled(50, 60, 6);
+        let big_b = filled(40, 70, 7);
+        let a = big_a.slice(s![3..40;2, 5..36]); // row stride 2: neither order
+        let b = big_b.slice(s![1..32, 10..35]); // padded rows
+        let mut big_c = Array2::<f32>::from_elem((30, 40), -1e10);
+        let before = big_c.clone();
+        let rows = a.nrows();
+        let mut c = big_c.slice_mut(s![2..2 + rows, 4..29]);
+        c.fill(1.0);
+        let c0 = c.to_owned();
+        engine.gemm_ndarray(None, 1.0, a, b, -1.0, c.view_mut()).unwrap();
+        assert_gemm(1.0, a, b, -1.0, &c0, c.view());
+        for ((i, j), &x) in big_c.indexed_iter() {
+            let inside = (2..2 + rows).contains(&i) && (4..29).contains(&j);
+            assert!(inside || x == before[[i, j]], "wrote outside C at ({i}, {j})");
+        }
+    }
+}
+
+#[test]
+fn split_halves_of_one_array_as_operand_and_output() {
+    // A and C are the two halves of one array: A's memory interleaves with C's.
+    for engine in engines() {
+        let mut whole = filled(16, 24, 8);
+        let (left, mut right) = whole.view_mut().split_at(Axis(1), 12);
+        let b = filled(12, 12, 9);
+        let c0 = right.to_owned();
+        engine.gemm_ndarray(None, 1.0, left.view(), b.view(), 1.0, right.view_mut()).unwrap();
+        assert_gemm(1.0, left.view(), b.view(), 1.0, &c0, right.view());
+    }
+}
