@@ -8,25 +8,35 @@ out=${OUT:-device-logs}
 mkdir -p "$out"
 status=0
 step() { echo; echo "== $*"; }
+# STEPS picks a subset (default: all of them, in this order).
+STEPS=${STEPS:-"sass selftest tests sanitizer transposes bench"}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
+if want sass; then
 step "SASS of the sm_90 module: 16-byte loads and FFMA per kernel"
 ptxas -arch=sm_90 -o "$out/sm_90.cubin" host/ptx/sm_90.ptx && cuobjdump --dump-sass "$out/sm_90.cubin" >"$out/sm_90.sass" &&
   awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /STL|LDL/ {loc[f]++}
        END {printf "%-28s %8s %8s %8s %7s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "local";
             for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], loc[f]}' "$out/sm_90.sass"
 rm -f "$out/sm_90.cubin"
+fi
 
+if want selftest; then
 step "selftest (the shared suite on every GPU kernel)"
 $b/gemm selftest --backend gpu 2>&1 | tee "$out/selftest.log" || status=1
+fi
 
+if want tests; then
 step "integration tests (SGEMM_LARGE_TESTS: C past 2^32 elements, 17.6 GB)"
 for t in $b/test-*; do
   SGEMM_LARGE_TESTS=1 "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log" | grep -E "^test |test result|SKIPPED|failures" || status=1
 done
+fi
 
+if want sanitizer; then
 step "compute-sanitizer"
 san="compute-sanitizer --error-exitcode 9 --print-limit 20"
 for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
@@ -46,15 +56,21 @@ for ops in "--transa" "--transb --layout col" "--transa --transb --layout col"; 
   $san --tool racecheck $b/gemm --backend gpu $ops --m 65 --n 97 --k 129 --iters 1 >"$out/san.log" 2>&1 \
     && echo "racecheck auto $ops: clean" || { echo "racecheck auto $ops: FAILED"; tail -30 "$out/san.log"; status=1; }
 done
+fi
 
+if want transposes; then
 step "transposed operands at n = 4096: ours (transpose kernel + GEMM) and cuBLAS"
 for ops in "" "--transa" "--transb" "--transa --transb" "--layout col" "--transa --layout col"; do
   $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|double|cublas" || status=1
 done
+fi
 
+if want bench; then
 step "benchmark against cuBLAS (gemm bench: same process, same buffers, L2 flushed per replay)"
 $b/gemm bench --backend gpu --kernels "${KERNELS:-all}" --peers ${SIZES:+--sizes "$SIZES"} \
   --json "$out/bench-gpu.json" --csv "$out/bench-gpu.csv" --plot "$out/bench-gpu.svg" 2>&1 | tee "$out/bench.log" || status=1
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee -a "$out/device.txt"
+fi
+
 echo; echo "on-device status: $status"
 exit $status

@@ -1,5 +1,6 @@
-//! Single-precision GEMM, `C = alpha * A * B + beta * C`, on NVIDIA GPUs (kernels written in
-//! Rust, compiled to PTX by `cargo xtask build-ptx` and embedded here) and on CPUs.
+//! Single-precision GEMM, `C = alpha * op(A) * op(B) + beta * C`, on NVIDIA GPUs (kernels
+//! written in Rust, compiled to PTX by `cargo xtask build-ptx` and embedded here) and on CPUs,
+//! with the reference BLAS's semantics.
 //!
 //! ```no_run
 //! use sgemm::{Backend, Engine, MatMut, MatRef};
@@ -21,10 +22,14 @@
 //! # Ok::<(), sgemm::Error>(())
 //! ```
 //!
-//! Matrices are row-major views with a leading dimension ([`MatRef`], [`MatMut`]), so a
-//! submatrix of a larger matrix is a view too. Every bad input is an [`Error`], never a panic;
-//! nothing outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`.
-//! For data that stays on the GPU, use [`Gpu`] and [`DeviceMatrix`] directly.
+//! Matrices are views with a leading dimension, row- or column-major ([`MatRef`], [`MatMut`],
+//! [`Layout`]), so a submatrix of a larger matrix is a view too, and `.t()` is the transpose as
+//! a view (`op(A) = A^T` is `a.t()`). [`Engine::sgemm`] takes the reference BLAS argument
+//! list instead; with the feature `ndarray`, `Engine::gemm_ndarray` takes `ndarray` views.
+//! Every bad input is an [`Error`] naming the BLAS argument at fault, never a panic; nothing
+//! outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`, `A` and `B` are
+//! not read when `alpha == 0` or `k == 0`. For data that stays on the GPU, use [`Gpu`] and
+//! [`DeviceMatrix`] directly.
 
 #[cfg(feature = "ndarray")]
 mod arrays;

@@ -294,7 +294,10 @@ fn time_device(
     launch(&mut c_dev)?;
     gpu.synchronize()?;
     let mut c = c0.data.to_vec();
-    gpu.download(&c_dev, &mut MatMut { data: &mut c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout })?;
+    gpu.download(
+        &c_dev,
+        &mut MatMut { data: &mut c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout },
+    )?;
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {
