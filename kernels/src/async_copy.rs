@@ -48,6 +48,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: smem_bytes(STAGES * STAGE),
     min_blocks_per_sm: 2,
+    splits_k: false,
 };
 
 const _: () = assert!(

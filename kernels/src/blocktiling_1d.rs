@@ -33,6 +33,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: (BM * BK + BK * BN) * 4,
     min_blocks_per_sm: 0,
+    splits_k: false,
 };
 
 const _: () = assert!(

@@ -50,6 +50,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: smem_bytes(2 * STAGE),
     min_blocks_per_sm: 2,
+    splits_k: false,
 };
 
 const _: () = assert!(
@@ -58,7 +59,7 @@ const _: () = assert!(
 );
 
 #[cfg(target_arch = "nvptx64")]
-mod device_code {
+pub(crate) mod device_code {
     use crate::device::*;
     use crate::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
     use crate::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
@@ -69,8 +70,14 @@ mod device_code {
         b: F32x4,
     }
 
+    /// The kernel's body, also run per K slice by [`split_k`](crate::split_k).
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::device)).
     #[inline(always)]
-    unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    pub(crate) unsafe fn gemm<const VEC4: bool>(
+        GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
+    ) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         let tile = WarpTile::of(tid);

@@ -33,6 +33,10 @@ pub struct KernelSpec {
     /// writes it into the PTX as `.minnctapersm`, next to `.maxntid` from [`block`](Self::block),
     /// and `ptxas` then caps the registers per thread to make it so (CUDA's `__launch_bounds__`).
     pub min_blocks_per_sm: u32,
+    /// Whether the kernel splits `K` across `blockIdx.z` ([`split_k`](crate::split_k)): its
+    /// entries take one more parameter after `ldc`, the slice depth, and write partial
+    /// products to the `c` they are given.
+    pub splits_k: bool,
 }
 
 impl KernelSpec {

@@ -40,6 +40,7 @@ pub mod double_buffering;
 pub mod naive;
 pub mod scale;
 pub mod smem_tiled;
+pub mod split_k;
 pub mod transpose;
 pub mod vectorized;
 pub mod warp_tile;
@@ -57,4 +58,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     vectorized::SPEC,
     double_buffering::SPEC,
     async_copy::SPEC,
+    split_k::SPEC,
 ];

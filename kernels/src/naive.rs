@@ -23,6 +23,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (32, 32),
     smem_bytes: 0,
     min_blocks_per_sm: 0,
+    splits_k: false,
 };
 
 #[cfg(target_arch = "nvptx64")]

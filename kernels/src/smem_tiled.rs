@@ -29,6 +29,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (32, 32),
     smem_bytes: (32 * TILE_K + TILE_K * 32) * 4,
     min_blocks_per_sm: 0,
+    splits_k: false,
 };
 
 const _: () = assert!(

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale, transpose};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale, split_k, transpose};
 
 /// One PTX module we ship.
 struct Arch {
@@ -132,9 +132,10 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, `scale_c` and `transpose`.
+/// Every kernel the host may launch: the GEMM registry, `scale_c`, `transpose` and the
+/// split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
-    GEMM_KERNELS.iter().chain([&scale::SPEC, &transpose::SPEC])
+    GEMM_KERNELS.iter().chain([&scale::SPEC, &transpose::SPEC, &split_k::REDUCE])
 }
 
 fn find_ptxas() -> Option<PathBuf> {

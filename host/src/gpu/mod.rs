@@ -19,7 +19,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale, transpose};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, double_buffering, scale, split_k, transpose};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Result};
@@ -97,6 +97,7 @@ pub struct Gpu {
     kernels: Vec<GpuKernel>,
     scale_c: GpuKernel,
     transpose: GpuKernel,
+    split_k_reduce: GpuKernel,
     info: DeviceInfo,
 }
 
@@ -106,8 +107,14 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-/// The name of the kernel [`Gpu::gemm`] picks when none is named.
-pub const AUTO_KERNEL: &str = "double_buffered";
+/// The name of the kernel [`Gpu::gemm`] picks when none is named: `double_buffered`, with K
+/// split across more blocks when its tiles alone would leave SMs idle.
+pub const AUTO_KERNEL: &str = "split_k";
+
+/// The least depth of a K slice worth its own block (split-K).
+const MIN_SLICE_K: usize = 128;
+/// The most K slices split-K uses.
+const MAX_SLICES: usize = 16;
 
 impl Gpu {
     /// Opens device `ordinal`: creates its context and stream and loads the kernels.
@@ -153,9 +160,10 @@ impl Gpu {
         let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
+        let split_k_reduce = load(split_k::REDUCE)?;
         let stream = ctx.default_stream();
         let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        Ok(Self { stream, kernels, scale_c, transpose, info })
+        Ok(Self { stream, kernels, scale_c, transpose, split_k_reduce, info })
     }
 
     /// What this device is.
@@ -279,7 +287,7 @@ impl Gpu {
                 // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
                 // `rows x n` with `ldc` (its span was checked when it was made), and the
                 // launch uses the kernel's own geometry.
-                unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32)) }
+                unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32, 1)) }
                     .map(drop)
                     .map_err(Error::cuda("launching scale_c"))
             });
@@ -289,6 +297,17 @@ impl Gpu {
         let (a_buf, lda) = a_rows.as_ref().map_or((a.buf, a.ld), |t| (t, k));
         let (b_buf, ldb) = b_rows.as_ref().map_or((b.buf, b.ld), |t| (t, n));
         let (lda32, ldb32) = (to_u32(lda)?, to_u32(ldb)?);
+        let kernel = if kernel.spec.splits_k {
+            let slices = self.k_slices(&kernel.spec, m, n, k);
+            if slices > 1 {
+                let (a, b) = ((a_buf, lda), (b_buf, ldb));
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, (&mut c.buf, ldc));
+            }
+            // One slice: the kernel split-K is built on, writing C directly.
+            self.kernel(Some(double_buffering::SPEC.name))?
+        } else {
+            kernel
+        };
         let function = kernel.function_for(lda, ldb, k, n);
         self.launch_rows(&kernel.spec, m32, |r0, rows| {
             let a_rows = a_buf.slice(r0 as usize * lda..);
@@ -302,11 +321,70 @@ impl Gpu {
             // (spans checked when the matrices were made, scratch copies sized here); C is a
             // distinct allocation from A and B (it is borrowed mutably); the launch uses the
             // kernel's geometry.
-            unsafe { launch.launch(launch_config(&kernel.spec, rows, n32)) }
+            unsafe { launch.launch(launch_config(&kernel.spec, rows, n32, 1)) }
                 .map(drop)
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The scratch copies are freed here, ordered on the stream after the launches.
+    }
+
+    /// How many K slices [`split_k`](sgemm_kernels::split_k) cuts an `m x n x k` GEMM into:
+    /// as many as keep every block resident at once (tiles x slices <= SMs x blocks per SM),
+    /// each at least [`MIN_SLICE_K`] deep, at most [`MAX_SLICES`]. One when the tiles alone
+    /// fill the GPU (from n = 2048 up on an H100).
+    pub fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
+        let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
+        let slots = self.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
+        (slots / tiles).min(k / MIN_SLICE_K).clamp(1, MAX_SLICES)
+    }
+
+    /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
+    /// launch (`gridDim.z = slices`), then the reduction, which adds the partials in order,
+    /// multiplies the few leftover columns (`k - slices * depth < 4 * slices`) and updates `C`.
+    #[allow(clippy::too_many_arguments)]
+    fn split_k(
+        &self,
+        kernel: &GpuKernel,
+        slices: usize,
+        (m, n, k): (usize, usize, usize),
+        alpha: f32,
+        (a, lda): (&CudaSlice<f32>, usize),
+        (b, ldb): (&CudaSlice<f32>, usize),
+        beta: f32,
+        (c, ldc): (&mut CudaSlice<f32>, usize),
+    ) -> Result<()> {
+        let depth = k / slices / 4 * 4;
+        let done = slices * depth;
+        let len = slices * m * n;
+        // SAFETY: every partial element is written by the slices' launch before the reduction
+        // reads it (each block writes its whole tile's in-range part; the reduction reads only
+        // in-range elements).
+        let mut workspace = unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
+        // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
+        let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
+            [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
+        let function = kernel.function_for(lda, ldb, depth, n);
+        let mut launch = self.stream.launch_builder(function);
+        launch.arg(&m32).arg(&n32).arg(&depth32).arg(&1.0f32);
+        launch.arg(a).arg(&lda32).arg(b).arg(&ldb32);
+        launch.arg(&0.0f32).arg(&mut workspace).arg(&n32);
+        // SAFETY: the GEMM parameter list with the slice depth as k; slice z reads columns
+        // z*depth.. of A and rows z*depth.. of B (all below k) and writes partial z of the
+        // workspace (slices x m x n); the launch uses the kernel's geometry with z = slices.
+        unsafe { launch.launch(launch_config(&kernel.spec, m32, n32, slices32)) }
+            .map_err(Error::cuda("launching split_k"))?;
+        let (a_tail, b_tail) =
+            if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
+        let mut launch = self.stream.launch_builder(&self.split_k_reduce.function);
+        launch.arg(&m32).arg(&n32).arg(&slices32).arg(&workspace).arg(&tail32);
+        launch.arg(&a_tail).arg(&lda32).arg(&b_tail).arg(&ldb32);
+        launch.arg(&alpha).arg(&beta).arg(c).arg(&ldc32);
+        // SAFETY: the parameter list of `sgemm_split_k_reduce`; the workspace holds the slices'
+        // partials, A's and B's tails hold `m x tail` and `tail x n`, C `m x n` with ldc.
+        unsafe { launch.launch(launch_config(&self.split_k_reduce.spec, m32, n32, 1)) }
+            .map(drop)
+            .map_err(Error::cuda("launching split_k_reduce"))
+        // The workspace is freed here, ordered on the stream after the reduction.
     }
 
     /// `None` for a row-major operand; for a column-major one, a row-major copy made on the
@@ -340,7 +418,7 @@ impl Gpu {
             // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src holds
             // `rows x cols` with its ld, and dst from column r0 on holds the `cols x rows`
             // transpose with ld `src_rows`; the buffers are distinct allocations.
-            unsafe { launch.launch(launch_config(spec, rows, cols32)) }
+            unsafe { launch.launch(launch_config(spec, rows, cols32, 1)) }
                 .map(drop)
                 .map_err(Error::cuda("launching transpose"))
         })?;
@@ -393,9 +471,11 @@ impl Gpu {
     }
 }
 
-fn launch_config(spec: &KernelSpec, m: u32, n: u32) -> LaunchConfig {
+/// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
+fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
+    let (x, y, _) = spec.grid(m, n);
     LaunchConfig {
-        grid_dim: spec.grid(m, n),
+        grid_dim: (x, y, z),
         block_dim: (spec.block.0, spec.block.1, 1),
         shared_mem_bytes: spec.smem_bytes,
     }

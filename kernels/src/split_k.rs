@@ -1,0 +1,126 @@
+//! Step 10, split-K: the [`double_buffered`](crate::double_buffering) kernel with `K` divided
+//! among `gridDim.z` blocks per tile, for shapes whose tiles alone cannot fill the GPU.
+//!
+//! At `n = 1024` a 128 x 128 tiling is 64 blocks, and an H100 has room for 264 of them at
+//! once (132 SMs, two blocks each): three quarters of the GPU idle for the whole call. With
+//! `K` cut into `S` slices, the same tiles become `64 S` blocks; block `z` of a tile multiplies
+//! the `z`-th slice of `A`'s columns by the same slice of `B`'s rows and writes its partial
+//! product to a workspace (`S` matrices of `m x n`). A second kernel,
+//! [`sgemm_split_k_reduce`](self), adds the `S` partials in a fixed order (so results do not
+//! vary from run to run, unlike atomic additions) and applies `alpha` and `beta` to `C`.
+//!
+//! The host chooses `S` (`Gpu::k_slices`): the largest that keeps every block resident at once
+//! and each slice at least 256 deep. The automatic choice runs this kernel when `S > 1` and
+//! `double_buffered` otherwise; named, `split_k` always goes through the workspace. (Writing
+//! `C` directly when `S = 1` from the same entry cost 24 bytes of spills at 128 registers.)
+
+use crate::launch::KernelSpec;
+
+/// Launch configuration of the split-K GEMM: `double_buffered`'s, with `gridDim.z` slices.
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "split_k",
+    entry: "sgemm_split_k",
+    vec4_entry: Some("sgemm_split_k_vec4"),
+    summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
+    splits_k: true,
+    ..crate::double_buffering::SPEC
+};
+
+/// Launch configuration of [`sgemm_split_k_reduce`](self).
+pub const REDUCE: KernelSpec = KernelSpec {
+    name: "split_k_reduce",
+    entry: "sgemm_split_k_reduce",
+    vec4_entry: None,
+    summary: "C = alpha * (sum of the K slices' partial products) + beta * C",
+    block: (32, 8),
+    tile: (8, 32),
+    smem_bytes: 0,
+    min_blocks_per_sm: 0,
+    splits_k: false,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::REDUCE;
+    use crate::device::*;
+    use crate::double_buffering::device_code::gemm;
+
+    /// Block `z` of a tile: the GEMM of K slice `z` into partial `z` of the workspace. The
+    /// host passes the slice depth as `k`, the workspace as `c` (`ldc = n`) and `alpha = 1`,
+    /// `beta = 0`; `C`'s own `alpha` and `beta` are the reduction's. (`k` stays the kernel
+    /// parameter, not a value computed here: ptxas reloads parameters instead of keeping them
+    /// in registers, and one more live register spilled 116 bytes at the 128-register cap.)
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::device)) for slice `z`: `A` has
+    /// `gridDim.z * k` columns and `B` as many rows; `c` holds `gridDim.z` row-major `m x n`
+    /// matrices, back to back.
+    #[inline(always)]
+    unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
+        let z = block_z();
+        let part = GemmArgs {
+            a: args.a.wrapping_add(z as usize * args.k as usize),
+            b: args.b.wrapping_add(offset(z * args.k, 0, args.ldb)),
+            c: args.c.wrapping_add(z as usize * args.m as usize * args.n as usize),
+            ..args
+        };
+        // SAFETY: slice z's columns of A, rows of B and partial of the workspace (above).
+        unsafe { gemm::<VEC4>(part) }
+    }
+
+    gemm_entry! {
+        /// Split-K GEMM of one K slice per `blockIdx.z`, scalar global loads.
+        sgemm_split_k => slice::<false>
+    }
+
+    gemm_entry! {
+        /// Split-K GEMM with 16-byte global loads (the `double_buffered_vec4` conditions, with
+        /// the slice depth as `k`).
+        sgemm_split_k_vec4 => slice::<true>
+    }
+
+    /// `C = alpha * (sum_z partial_z + A[:, tail] B[tail, :]) + beta * C` over the `m x n`
+    /// block: the partials added in the order `z = 0, 1, ...`, then the `tail` columns of `A`
+    /// (from `a`) times the `tail` rows of `B` (from `b`) that the equal slices left over.
+    /// `C` is not read when `beta == 0`.
+    ///
+    /// # Safety
+    /// `workspace` holds `slices` row-major `m x n` matrices back to back; `a` is valid for
+    /// `m x tail` with `lda`, `b` for `tail x n` with `ldb`; `c` for `m x n` with `ldc`;
+    /// launched with [`REDUCE`]'s block and grid.
+    #[unsafe(no_mangle)]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe extern "ptx-kernel" fn sgemm_split_k_reduce(
+        m: u32,
+        n: u32,
+        slices: u32,
+        workspace: *const f32,
+        tail: u32,
+        a: *const f32,
+        lda: u32,
+        b: *const f32,
+        ldb: u32,
+        alpha: f32,
+        beta: f32,
+        c: *mut f32,
+        ldc: u32,
+    ) {
+        let row = block_y() * REDUCE.tile.0 + thread_y();
+        let col = block_x() * REDUCE.tile.1 + thread_x();
+        if row < m && col < n {
+            let stride = m as usize * n as usize;
+            let mut sum = 0.0f32;
+            // SAFETY: row < m, col < n, p < tail: inside every partial, A's tail and B's tail.
+            unsafe {
+                for z in 0..slices {
+                    sum += *workspace.add(z as usize * stride + offset(row, col, n));
+                }
+                let mut rest = 0.0f32;
+                for p in 0..tail {
+                    rest = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), rest);
+                }
+                update_c(c.add(offset(row, col, ldc)), alpha, sum + rest, beta);
+            }
+        }
+    }
+}
