@@ -67,7 +67,7 @@ mod device_code {
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
-        let tile = WarpTile::of(tid);
+        let tile = WarpTile::<8>::of(tid);
 
         // Copies: A row a_row, columns a_k..a_k + 4; B row b_k, columns b_col..b_col + 4.
         let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);

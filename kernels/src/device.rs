@@ -46,13 +46,6 @@ pub fn block_z() -> u32 {
     unsafe { nvptx::_block_idx_z() as u32 }
 }
 
-/// `gridDim.z`.
-#[inline(always)]
-pub fn grid_z() -> u32 {
-    // SAFETY: as above.
-    unsafe { nvptx::_grid_dim_z() as u32 }
-}
-
 /// `bar.sync 0`: waits for every thread of the block and orders their shared-memory accesses.
 ///
 /// Every thread of the block must reach the same barrier (never call it under a condition

@@ -62,31 +62,38 @@ const _: () = assert!(
 pub(crate) mod device_code {
     use crate::device::*;
     use crate::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
+    use crate::warp_tile::{BK, BN, WarpTile, a_ld, a_tile, bm, stage};
 
-    /// One stage's worth of global data held in registers between its load and its store.
-    struct Staged {
-        a: F32x4,
+    /// One stage's worth of global data held in registers between its load and its store:
+    /// `LA` 4-vectors of `A` (rows 128 apart) and one of `B`.
+    struct Staged<const LA: usize> {
+        a: [F32x4; LA],
         b: F32x4,
     }
 
-    /// The kernel's body, also run per K slice by [`split_k`](crate::split_k).
+    /// The kernel's body on the `16 R x 128` warp-tiled geometry, each thread loading `LA =
+    /// R / 8` 4-vectors of `A` per tile; `R = 8` here and in [`split_k`](crate::split_k),
+    /// `R = 16` in [`wide_tile`](crate::wide_tile).
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::device)).
     #[inline(always)]
-    pub(crate) unsafe fn gemm<const VEC4: bool>(
+    pub(crate) unsafe fn gemm<const VEC4: bool, const R: usize, const LA: usize>(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
     ) {
+        const { assert!(LA * 8 == R, "256 threads load a 16 R x 8 tile of A as R / 8 vectors each") };
+        let (bm, a_ld, a_tile, stage) = (bm(R), a_ld(R), a_tile(R), stage(R));
         let tid = thread_x();
-        let (row0, col0) = (block_y() * BM, block_x() * BN);
-        let tile = WarpTile::of(tid);
+        let (row0, col0) = (block_y() * bm, block_x() * BN);
+        let tile = WarpTile::<R>::of(tid);
 
-        // Global loads: A row a_row, columns a_k..a_k + 4; B row b_k, columns b_col..b_col + 4.
+        // Global loads: A rows a_row + 128 i, columns a_k..a_k + 4; B row b_k, columns
+        // b_col..b_col + 4.
         let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
         let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
-        let a_row_ok = row0 + a_row < m;
+        let a_rows_ok: [bool; LA] = core::array::from_fn(|i| row0 + a_row + 128 * (i as u32) < m);
         let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
+        let a_next_rows = 128 * lda as usize;
         let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
         let b_step = BK as usize * ldb as usize;
 
@@ -96,7 +103,10 @@ pub(crate) mod device_code {
             // the host's dispatch (lda, ldb, k, n multiples of 4, 16-byte aligned a and b).
             let staged = unsafe {
                 Staged {
-                    a: load4_global::<VEC4>(a_ptr, a_row_ok, k0 + a_k, k),
+                    a: core::array::from_fn(|i| {
+                        let ptr = a_ptr.wrapping_add(i * a_next_rows);
+                        load4_global::<VEC4>(ptr, a_rows_ok[i], k0 + a_k, k)
+                    }),
                     b: load4_global::<VEC4>(b_ptr, k0 + b_k < k, col0 + b_col, n),
                 }
             };
@@ -108,14 +118,17 @@ pub(crate) mod device_code {
         let smem = dynamic_shared_f32();
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
-        let a_store = base.offset_bytes((a_k * A_LD + a_row) * 4);
-        let b_store = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
-        let store = |stage: u32, s: &Staged| {
+        let a_store = base.offset_bytes((a_k * a_ld + a_row) * 4);
+        let b_store = base.offset_bytes(a_tile + (b_k * BN + b_col) * 4);
+        let store = |stage: u32, s: &Staged<LA>| {
             // SAFETY: 16-byte aligned slots of the stage not being read (see the module doc);
             // each slot has one writer.
             unsafe {
-                for (i, x) in s.a.0.into_iter().enumerate() {
-                    st_shared_f32(a_store.offset_bytes(stage + i as u32 * A_LD * 4), x);
+                for (r, v) in s.a.iter().enumerate() {
+                    for (i, &x) in v.0.iter().enumerate() {
+                        let at = stage + (i as u32 * a_ld + 128 * r as u32) * 4;
+                        st_shared_f32(a_store.offset_bytes(at), x);
+                    }
                 }
                 st_shared_v4_f32(b_store.offset_bytes(stage), s.b);
             }
@@ -124,7 +137,7 @@ pub(crate) mod device_code {
         // SAFETY: a stage written before the last barrier.
         let fragments = |stage: u32, p: u32| unsafe { tile.fragments(base.offset_bytes(stage), p) };
 
-        let mut acc = [[0.0f32; 8]; 8];
+        let mut acc = [[0.0f32; 8]; R];
         let staged = load(0);
         store(0, &staged);
         sync_threads();
@@ -155,11 +168,11 @@ pub(crate) mod device_code {
             // Two tiles per iteration, so that both stage offsets are constants in the code:
             // no stage register, no moves of the fragments at the loop's back edge.
             loop {
-                tile_step!(k0, 0, STAGE);
+                tile_step!(k0, 0, stage);
                 if k0 >= k {
                     break;
                 }
-                tile_step!(k0 + BK, STAGE, 0);
+                tile_step!(k0 + BK, stage, 0);
                 if k0 + BK >= k {
                     break;
                 }
@@ -170,11 +183,11 @@ pub(crate) mod device_code {
             // leave no room for the two-tile loop within 128 registers (ptxas spills it).
             let mut read = 0;
             loop {
-                tile_step!(k0, read, read ^ STAGE);
+                tile_step!(k0, read, read ^ stage);
                 if k0 >= k {
                     break;
                 }
-                read ^= STAGE;
+                read ^= stage;
                 k0 += BK;
             }
         }
@@ -188,12 +201,12 @@ pub(crate) mod device_code {
 
     gemm_entry! {
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-        sgemm_double_buffered => gemm::<false>
+        sgemm_double_buffered => gemm::<false, 8, 1>
     }
 
     gemm_entry! {
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
-        sgemm_double_buffered_vec4 => gemm::<true>
+        sgemm_double_buffered_vec4 => gemm::<true, 8, 1>
     }
 }

@@ -44,6 +44,7 @@ pub mod split_k;
 pub mod transpose;
 pub mod vectorized;
 pub mod warp_tile;
+pub mod wide_tile;
 
 pub use launch::KernelSpec;
 
@@ -59,4 +60,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     double_buffering::SPEC,
     async_copy::SPEC,
     split_k::SPEC,
+    wide_tile::SPEC,
 ];

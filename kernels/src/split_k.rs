@@ -72,7 +72,7 @@ mod device_code {
             ..args
         };
         // SAFETY: slice z's columns of A, rows of B and partial of the workspace (above).
-        unsafe { gemm::<VEC4>(part) }
+        unsafe { gemm::<VEC4, 8, 1>(part) }
     }
 
     gemm_entry! {

@@ -1,36 +1,56 @@
 //! The warp-tiled thread layout of the flagship kernels (seed 000, section 5.2), shared by
-//! every kernel that computes a 128-row block tile with 256 threads.
+//! every kernel that computes a `16 R x 128` block tile with 256 threads, `R` accumulator rows
+//! per lane: `R = 8` for the 128 x 128 tiles, `R = 16` for the 256 x 128 tile of
+//! [`wide_tile`](crate::wide_tile).
 //!
-//! The block's 8 warps each own a 32 x 64 region of the `128 x 128` tile (4 warps down, 2
-//! across). Inside a warp the 32 lanes form a 4 x 8 grid, and each lane owns an 8 x 8 block of
-//! accumulators made of four 4 x 4 blocks: rows `r..r+4` and `r+16..r+20`, columns `c..c+4`
-//! and `c+32..c+36`. For one `k` a lane therefore reads two 4-vectors of the (transposed) `A`
-//! tile and two of the `B` tile: four `ld.shared.v4`, with no bank conflicts since the 8
-//! lanes of each quarter-warp touch 2 distinct `A` vectors and 4 distinct, adjacent `B`
-//! vectors (each 16-byte vector is broadcast to at most 4 lanes).
+//! The block's 8 warps each own a `4 R x 64` region of the tile (4 warps down, 2 across).
+//! Inside a warp the 32 lanes form a 4 x 8 grid, and each lane owns an `R x 8` block of
+//! accumulators made of `R / 4 x 2` blocks of 4 x 4: rows `r..r+4`, `r+16..r+20`, ... (every
+//! 16 rows), columns `c..c+4` and `c+32..c+36`. For one `k` a lane therefore reads `R / 4`
+//! 4-vectors of the (transposed) `A` tile and two of the `B` tile, all `ld.shared.v4`, with no
+//! bank conflicts since the 8 lanes of each quarter-warp touch 2 distinct `A` vectors and 4
+//! distinct, adjacent `B` vectors (each 16-byte vector is broadcast to at most 4 lanes).
 //!
 //! The epilogue writes `C` through shared memory: one 4 x 4 block at a time, each warp stages
 //! its 16 x 32 piece (row stride [`STAGE_LD`], padded so the `st.shared.v4` of the two lane
 //! rows of a quarter-warp fall in different banks) and then stores it row by row, a lane per
 //! column, so every global store instruction writes 128 contiguous bytes.
 
-/// Rows and columns of `C` per block, the depth of a shared-memory tile along `K`, and the
-/// threads of a block: the block tile every kernel on this layout computes.
-pub const BM: u32 = 128;
+/// Rows of `C` per block with `r` accumulator rows per lane.
+pub const fn bm(r: usize) -> u32 {
+    16 * r as u32
+}
+/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats: the 4 extra
+/// floats shift each `k` row by 4 banks.
+pub const fn a_ld(r: usize) -> u32 {
+    bm(r) + 4
+}
+/// Bytes of the `A` tile, which the `B` tile (`B_tile[k][col]`, `BN` floats a row) follows in a
+/// stage.
+pub const fn a_tile(r: usize) -> u32 {
+    BK * a_ld(r) * 4
+}
+/// Bytes of one stage of shared memory (both tiles).
+pub const fn stage(r: usize) -> u32 {
+    a_tile(r) + BK * BN * 4
+}
+/// Rows of `C` per warp.
+pub const fn warp_m(r: usize) -> u32 {
+    4 * r as u32
+}
+
+/// The 128 x 128 geometry (`R = 8`) of the first flagship kernels: rows and columns of `C` per
+/// block, the depth of a shared-memory tile along `K`, and the threads of a block.
+pub const BM: u32 = bm(8);
 pub const BN: u32 = 128;
 pub const BK: u32 = 8;
 pub const THREADS: u32 = 256;
-/// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats: the 4 extra
-/// floats shift each `k` row by 4 banks.
-pub const A_LD: u32 = BM + 4;
-/// Bytes of the `A` tile, which the `B` tile (`B_tile[k][col]`, `BN` floats a row) follows in a
-/// stage.
-pub const A_TILE: u32 = BK * A_LD * 4;
-/// Bytes of one stage of shared memory (both tiles).
-pub const STAGE: u32 = A_TILE + BK * BN * 4;
+/// [`a_ld`], [`a_tile`] and [`stage`] of the 128 x 128 geometry.
+pub const A_LD: u32 = a_ld(8);
+pub const A_TILE: u32 = a_tile(8);
+pub const STAGE: u32 = stage(8);
 
-/// Rows and columns of `C` per warp.
-pub const WARP_M: u32 = 32;
+/// Columns of `C` per warp.
 pub const WARP_N: u32 = 64;
 /// Warps across the block tile (along `N`).
 pub const WARPS_N: u32 = 2;
@@ -40,9 +60,9 @@ pub const STAGE_LD: u32 = 36;
 pub const STAGE_BYTES: u32 = 16 * STAGE_LD * 4;
 
 /// The dynamic shared memory of a kernel whose main loop uses `main_loop` bytes: the epilogue
-/// stages `C` in the same memory afterwards, so the larger of the two.
+/// stages `C` in the same memory afterwards (16 x 32 per warp), so the larger of the two.
 pub const fn smem_bytes(main_loop: u32) -> u32 {
-    let epilogue = (BM / WARP_M) * (BN / WARP_N) * STAGE_BYTES;
+    let epilogue = (THREADS / 32) * STAGE_BYTES;
     if main_loop > epilogue { main_loop } else { epilogue }
 }
 
@@ -51,7 +71,7 @@ pub use device_code::*;
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{A_LD, A_TILE, BN, STAGE_BYTES, STAGE_LD, WARP_M, WARP_N, WARPS_N};
+    use super::{BN, STAGE_BYTES, STAGE_LD, WARP_N, WARPS_N, a_ld, a_tile, warp_m};
     use crate::device::{offset, update_c};
     use crate::ptx::{F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp};
 
@@ -59,19 +79,23 @@ mod device_code {
     /// two values the main loop needs (everything else is derived from them in the epilogue,
     /// so no other index stays live across the loop and costs registers).
     #[derive(Clone, Copy)]
-    pub struct WarpTile {
-        /// The block-tile row of the thread's first accumulator row (`+ 0..4`, `+ 16..20`).
+    pub struct WarpTile<const R: usize> {
+        /// The block-tile row of the thread's first accumulator row (`+ 0..4`, `+ 16..20`, ...).
         pub row: u32,
         /// The block-tile column of its first accumulator column (`+ 0..4`, `+ 32..36`).
         pub col: u32,
     }
 
-    impl WarpTile {
+    impl<const R: usize> WarpTile<R> {
+        const WARP_M: u32 = warp_m(R);
+        const A_LD: u32 = a_ld(R);
+        const A_TILE: u32 = a_tile(R);
+
         /// The layout for thread `tid` of a 256-thread block.
         #[inline(always)]
         pub fn of(tid: u32) -> Self {
             let (warp, lane) = (tid / 32, tid % 32);
-            let (warp_row, warp_col) = (warp / WARPS_N * WARP_M, warp % WARPS_N * WARP_N);
+            let (warp_row, warp_col) = (warp / WARPS_N * Self::WARP_M, warp % WARPS_N * WARP_N);
             // Lanes 0,1 are rows 0,1 of column 0; lanes 2,3 of column 1; ... lanes 16.. rows 2,3.
             let (lane_row, lane_col) = (lane / 16 * 2 + lane % 2, lane % 16 / 2);
             Self { row: warp_row + lane_row * 4, col: warp_col + lane_col * 4 }
@@ -81,23 +105,26 @@ mod device_code {
         /// rows and 64 columns).
         #[inline(always)]
         fn warp_origin(&self) -> (u32, u32) {
-            (self.row / WARP_M * WARP_M, self.col / WARP_N * WARP_N)
+            (self.row / Self::WARP_M * Self::WARP_M, self.col / WARP_N * WARP_N)
         }
 
-        /// The thread's 8 `A` values for one `k`: two `ld.shared.v4` from the transposed
-        /// tile row at `a_k` (`A_tile[k][row..]`).
+        /// The thread's `R` `A` values for one `k`: `R / 4` `ld.shared.v4` from the transposed
+        /// tile row at `a_k` (`A_tile[k][row..]`), 16 rows apart.
         ///
         /// # Safety
-        /// `a_k` is the shared address of that tile row, 16-byte aligned, rows of at least 128
-        /// floats, written before a barrier this thread has passed.
+        /// `a_k` is the shared address of that tile row, 16-byte aligned, rows of at least
+        /// `16 R` floats, written before a barrier this thread has passed.
         #[inline(always)]
-        pub unsafe fn a_fragment(&self, a_k: SharedAddr) -> [f32; 8] {
-            unsafe {
-                join(
-                    ld_shared_v4_f32(a_k.offset_bytes(self.row * 4)),
-                    ld_shared_v4_f32(a_k.offset_bytes((self.row + 16) * 4)),
-                )
+        pub unsafe fn a_fragment(&self, a_k: SharedAddr) -> [f32; R] {
+            let mut out = [0.0f32; R];
+            for g in 0..R / 4 {
+                // SAFETY: the caller's contract; row + 16 g + 4 <= 16 R.
+                let v = unsafe { ld_shared_v4_f32(a_k.offset_bytes((self.row + 16 * g as u32) * 4)) };
+                for q in 0..4 {
+                    out[4 * g + q] = v.0[q];
+                }
             }
+            out
         }
 
         /// The thread's 8 `B` values for one `k`, from the `B` tile row at `b_k`.
@@ -115,17 +142,17 @@ mod device_code {
         }
 
         /// The thread's `A` and `B` fragments for `k = p` of the stage at `stage` (the `A`
-        /// tile, then the `B` tile, as [`STAGE`](super::STAGE) lays them out).
+        /// tile, then the `B` tile, as [`stage`](super::stage) lays them out).
         ///
         /// # Safety
         /// `stage` is a 16-byte aligned stage inside this block's shared memory, written
         /// before a barrier this thread has passed.
         #[inline(always)]
-        pub unsafe fn fragments(&self, stage: SharedAddr, p: u32) -> ([f32; 8], [f32; 8]) {
+        pub unsafe fn fragments(&self, stage: SharedAddr, p: u32) -> ([f32; R], [f32; 8]) {
             unsafe {
                 (
-                    self.a_fragment(stage.offset_bytes(p * A_LD * 4)),
-                    self.b_fragment(stage.offset_bytes(A_TILE + p * BN * 4)),
+                    self.a_fragment(stage.offset_bytes(p * Self::A_LD * 4)),
+                    self.b_fragment(stage.offset_bytes(Self::A_TILE + p * BN * 4)),
                 )
             }
         }
@@ -143,7 +170,7 @@ mod device_code {
         #[allow(clippy::too_many_arguments)]
         pub unsafe fn store_c(
             &self,
-            acc: &[[f32; 8]; 8],
+            acc: &[[f32; 8]; R],
             staging: SharedAddr,
             (row0, col0): (u32, u32),
             (m, n): (u32, u32),
@@ -153,11 +180,11 @@ mod device_code {
             ldc: u32,
         ) {
             let (warp_row, warp_col) = self.warp_origin();
-            let warp = warp_row / WARP_M * WARPS_N + warp_col / WARP_N;
+            let warp = warp_row / Self::WARP_M * WARPS_N + warp_col / WARP_N;
             let (lane_row, lane_col) = ((self.row - warp_row) / 4, (self.col - warp_col) / 4);
             let lane = lane_row / 2 * 16 + lane_col * 2 + lane_row % 2;
             let stage = staging.offset_bytes(warp * STAGE_BYTES);
-            for i in 0..2 {
+            for i in 0..R / 4 {
                 for j in 0..2 {
                     // SAFETY: the warp's own staging area, 16-byte aligned slots; bar.warp.sync
                     // orders the lanes' writes before their reads and the reads before the
