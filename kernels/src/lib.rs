@@ -38,6 +38,7 @@ pub mod blocktiling_2d;
 pub mod coalesced;
 pub mod double_buffering;
 pub mod naive;
+pub mod pipelined;
 pub mod scale;
 pub mod smem_tiled;
 pub mod split_k;
@@ -61,4 +62,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     async_copy::SPEC,
     split_k::SPEC,
     wide_tile::SPEC,
+    pipelined::SPEC,
 ];
