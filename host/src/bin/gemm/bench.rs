@@ -14,7 +14,7 @@
 //! about a second, up to the same schedule).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -456,7 +456,8 @@ fn time_cpu(
 ) -> Result<(Vec<Timed>, Vec<Timing>), BenchError> {
     let (a, b, _) = problem.views();
     let n = problem.n;
-    let mut contenders: Vec<(String, Option<&str>, CpuRun)> = Vec::new();
+    // (name, our kernel or None for a peer, the run, the untimed pause after it)
+    let mut contenders: Vec<(String, Option<&str>, CpuRun, Duration)> = Vec::new();
     for kernel in kernels {
         let resolved = sgemm::cpu::kernel((kernel != "auto").then_some(kernel.as_str()))?.name;
         let run: CpuRun = Box::new(move |c| {
@@ -470,7 +471,7 @@ fn time_cpu(
                 &mut MatMut::contiguous(c, n, n),
             )
         });
-        contenders.push((kernel.clone(), Some(resolved), run));
+        contenders.push((kernel.clone(), Some(resolved), run, Duration::ZERO));
     }
     if with_peers {
         for peer in crate::cpu_peers::peers()? {
@@ -478,29 +479,31 @@ fn time_cpu(
                 (peer.run)(threads, &a, &b, c);
                 Ok(())
             });
-            contenders.push((peer.name.to_string(), None, run));
+            contenders.push((peer.name.to_string(), None, run, peer.settle));
         }
     }
     let mut c = problem.c0.clone();
     let mut errors = Vec::new();
     let mut round_seconds = 0.0;
-    for (_, _, run) in &contenders {
+    for (_, _, run, settle) in &contenders {
         let started = Instant::now();
         run(&mut c)?;
-        round_seconds += started.elapsed().as_secs_f64();
+        round_seconds += started.elapsed().as_secs_f64() + settle.as_secs_f64();
         errors.push(problem.error(&c));
+        std::thread::sleep(*settle);
     }
     let rounds = ((2.0 / round_seconds) as usize).clamp(3, replays(n));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
-        for ((_, _, run), samples) in contenders.iter().zip(&mut samples) {
+        for ((_, _, run, settle), samples) in contenders.iter().zip(&mut samples) {
             let started = Instant::now();
             run(&mut c)?;
             samples.push(started.elapsed().as_secs_f64());
+            std::thread::sleep(*settle);
         }
     }
     let (mut ours, mut peers) = (Vec::new(), Vec::new());
-    for (((name, resolved, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
+    for (((name, resolved, _, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
         let timing = summarize(name, samples, flops, error);
         match resolved {
             Some(resolved) => {

@@ -2,21 +2,34 @@
 //! `faer`, each computing `C = A B` on the same row-major buffers as our kernels, with its thread
 //! count set explicitly.
 
+use std::time::Duration;
+
 use sgemm::MatRef;
 
-/// A peer: its name and `run(threads, A, B, C)` for square row-major `C = A B`.
+/// A peer: its name, `run(threads, A, B, C)` for square row-major `C = A B`, and its settle time.
 pub struct CpuPeer {
     pub name: &'static str,
     pub run: fn(usize, &MatRef, &MatRef, &mut [f32]),
+    /// How long its worker threads keep spinning after a call returns: the harness waits that
+    /// long (untimed) before the next contender runs, so that no contender is timed while
+    /// another's idle threads still occupy the cores.
+    pub settle: Duration,
 }
+
+/// OpenBLAS's workers spin for 2^28 cycles (its default `THREAD_TIMEOUT`, about 70 ms at
+/// 3.7 GHz) before they sleep. Measured here at n = 1000: our kernel on 2 threads timed right
+/// after OpenBLAS's turns ran at 0.124 TFLOP/s (spread 30%), 0.186 on its own.
+#[cfg(feature = "cpu-peers")]
+const OPENBLAS_SPIN: Duration = Duration::from_millis(100);
 
 /// Every CPU peer, or why this build has none.
 pub fn peers() -> Result<&'static [CpuPeer], &'static str> {
     #[cfg(feature = "cpu-peers")]
     return Ok(&[
-        CpuPeer { name: "openblas", run: openblas::sgemm },
-        CpuPeer { name: "gemm", run: gemm_crate },
-        CpuPeer { name: "faer", run: faer_crate },
+        CpuPeer { name: "openblas", run: openblas::sgemm, settle: OPENBLAS_SPIN },
+        // rayon's idle workers go to sleep within microseconds.
+        CpuPeer { name: "gemm", run: gemm_crate, settle: Duration::ZERO },
+        CpuPeer { name: "faer", run: faer_crate, settle: Duration::ZERO },
     ]);
     #[cfg(not(feature = "cpu-peers"))]
     Err("--peers on the CPU times OpenBLAS, gemm and faer: build gemm with `--features cpu-peers`")
