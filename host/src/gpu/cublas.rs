@@ -10,7 +10,7 @@
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 
-use super::{DeviceMatrix, Gpu, Operand};
+use super::{DeviceMatrix, DeviceView, Gpu};
 use crate::matrix::{Layout, check_shapes};
 use crate::{Error, Result};
 
@@ -42,7 +42,7 @@ impl Cublas {
         c: &mut DeviceMatrix,
     ) -> Result<()> {
         check_shapes(a.dims(), b.dims(), c.dims())?;
-        let (a, b) = (Operand::of(a), Operand::of(b));
+        let (a, b) = (DeviceView::of(a), DeviceView::of(b));
         let (a, b, m, n) = match c.layout() {
             Layout::ColMajor => (a, b, c.rows(), c.cols()),
             Layout::RowMajor => (b.t(), a.t(), c.cols(), c.rows()),
@@ -50,7 +50,7 @@ impl Cublas {
         let int = |x: usize| {
             i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
         };
-        let op = |x: &Operand| match x.layout {
+        let op = |x: &DeviceView| match x.layout {
             Layout::ColMajor => cublasOperation_t::CUBLAS_OP_N,
             Layout::RowMajor => cublasOperation_t::CUBLAS_OP_T,
         };

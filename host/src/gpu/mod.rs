@@ -69,7 +69,7 @@ impl GpuKernel {
 
 /// An operand of a GEMM on the device, as a view: a buffer read as a `rows x cols` matrix.
 #[derive(Clone, Copy)]
-struct Operand<'a> {
+struct DeviceView<'a> {
     buf: &'a CudaSlice<f32>,
     rows: usize,
     cols: usize,
@@ -77,12 +77,12 @@ struct Operand<'a> {
     layout: Layout,
 }
 
-impl<'a> Operand<'a> {
-    pub(super) fn of(m: &'a DeviceMatrix) -> Self {
+impl<'a> DeviceView<'a> {
+    fn of(m: &'a DeviceMatrix) -> Self {
         Self { buf: &m.buf, rows: m.rows(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
     }
 
-    pub(super) fn t(self) -> Self {
+    fn t(self) -> Self {
         Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 }
@@ -265,7 +265,7 @@ impl Gpu {
         c: &mut DeviceMatrix,
     ) -> Result<()> {
         check_shapes(a.dims(), b.dims(), c.dims())?;
-        let (a, b) = (Operand::of(a), Operand::of(b));
+        let (a, b) = (DeviceView::of(a), DeviceView::of(b));
         // C as the row-major matrix the kernels write: C itself, or C^T.
         let (a, b, m, n) = match c.layout() {
             Layout::RowMajor => (a, b, c.rows(), c.cols()),
@@ -292,10 +292,11 @@ impl Gpu {
                     .map_err(Error::cuda("launching scale_c"))
             });
         }
-        let a_rows = self.row_major(a)?;
-        let b_rows = self.row_major(b)?;
-        let (a_buf, lda) = a_rows.as_ref().map_or((a.buf, a.ld), |t| (t, k));
-        let (b_buf, ldb) = b_rows.as_ref().map_or((b.buf, b.ld), |t| (t, n));
+        // Transposed operands become row-major copies (freed after the launches, in stream order).
+        let a_copy = self.row_major(a)?;
+        let b_copy = self.row_major(b)?;
+        let (a_buf, lda) = a_copy.as_ref().map_or((a.buf, a.ld), |t| (t, k));
+        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf, b.ld), |t| (t, n));
         let (lda32, ldb32) = (to_u32(lda)?, to_u32(ldb)?);
         let kernel = if kernel.spec.splits_k {
             let slices = self.k_slices(&kernel.spec, m, n, k);
@@ -404,7 +405,7 @@ impl Gpu {
 
     /// `None` for a row-major operand; for a column-major one, a row-major copy made on the
     /// device by the `transpose` kernel (queued on the stream).
-    fn row_major(&self, x: Operand) -> Result<Option<CudaSlice<f32>>> {
+    fn row_major(&self, x: DeviceView) -> Result<Option<CudaSlice<f32>>> {
         if x.layout == Layout::RowMajor {
             return Ok(None);
         }
