@@ -85,17 +85,11 @@ fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
     let Some(gpu) = gpu_or_skip("gpu_and_cpu_agree_bit_for_bit_on_integers") else { return };
     let (m, n, k) = (129, 67, 301);
     for (trans_a, trans_b, layout) in check::COMBOS {
-        // Stored shapes in `layout`; each view is op(X).
-        let view = |data: &'static [f32], rows: usize, cols: usize, trans: bool| {
-            let (sr, sc) = if trans { (cols, rows) } else { (rows, cols) };
-            let ld = if layout == Layout::RowMajor { sc } else { sr };
-            let stored = MatRef { data, rows: sr, cols: sc, ld, layout };
-            if trans { stored.t() } else { stored }
-        };
-        let a = view(integers(m * k, 1).leak(), m, k, trans_a);
-        let b = view(integers(k * n, 2).leak(), k, n, trans_b);
+        // Each view is op(X), X stored contiguously in `layout`.
+        let a = MatRef::op_contiguous(integers(m * k, 1).leak(), layout, trans_a, m, k);
+        let b = MatRef::op_contiguous(integers(k * n, 2).leak(), layout, trans_b, k, n);
         let c0 = integers(m * n, 3);
-        let ldc = if layout == Layout::RowMajor { n } else { m };
+        let (ldc, _) = layout.extents(m, n);
         let mut cpu = c0.clone();
         let mut c = MatMut { data: &mut cpu, rows: m, cols: n, ld: ldc, layout };
         sgemm::cpu::gemm(None, None, 2.0, &a, &b, -1.0, &mut c).unwrap();

@@ -27,11 +27,10 @@ fn assert_gemm(
     c0: &Array2<f32>,
     c: ArrayView2<f32>,
 ) {
-    let (a, b, c0) = (a.to_owned(), b.to_owned(), c0.clone());
     let (a, b, c0) = (
-        a.as_standard_layout().to_owned(),
-        b.as_standard_layout().to_owned(),
-        c0.as_standard_layout().to_owned(),
+        a.as_standard_layout().into_owned(),
+        b.as_standard_layout().into_owned(),
+        c0.as_standard_layout().into_owned(),
     );
     let av = MatRef::contiguous(a.as_slice().unwrap(), a.nrows(), a.ncols());
     let bv = MatRef::contiguous(b.as_slice().unwrap(), b.nrows(), b.ncols());

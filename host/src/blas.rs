@@ -8,7 +8,7 @@
 //! (`a` 7, `b` 9, `c` 12). New Rust code may prefer [`Engine::gemm`] with views, where a
 //! transpose is `a.t()`.
 
-use crate::matrix::{self, Layout, MatMut, MatRef, Operand, check_ld, check_len};
+use crate::matrix::{self, Layout, MatMut, MatRef, Operand, check_ld, check_len, stored_shape};
 use crate::{Engine, Error, Result};
 
 /// `op(X)` as BLAS spells it: `'N'` (or `'n'`) for `X`, `'T'`, `'t'`, `'C'` or `'c'` for `X^T`
@@ -81,19 +81,16 @@ impl Engine {
         let trans_a = parse_trans(transa, 1, "transa")?;
         let trans_b = parse_trans(transb, 2, "transb")?;
         let (m, n, k) = (dim(m, 3, "m")?, dim(n, 4, "n")?, dim(k, 5, "k")?);
-        let (ar, ac) = if trans_a { (k, m) } else { (m, k) };
-        let (br, bc) = if trans_b { (n, k) } else { (k, n) };
+        let (ar, ac) = stored_shape(trans_a, m, k);
+        let (br, bc) = stored_shape(trans_b, k, n);
         let lda = stored_ld(matrix::A, layout, ar, ac, lda)?;
         let ldb = stored_ld(matrix::B, layout, br, bc, ldb)?;
         let ldc = stored_ld(matrix::C, layout, m, n, ldc)?;
         check_len(matrix::A, a.len(), layout, ar, ac, lda)?;
         check_len(matrix::B, b.len(), layout, br, bc, ldb)?;
         check_len(matrix::C, c.len(), layout, m, n, ldc)?;
-        let op = |data, rows, cols, ld, trans| {
-            let stored = MatRef { data, rows, cols, ld, layout };
-            if trans { stored.t() } else { stored }
-        };
-        let (a, b) = (op(a, ar, ac, lda, trans_a), op(b, br, bc, ldb, trans_b));
+        let a = MatRef::op(a, layout, trans_a, m, k, lda);
+        let b = MatRef::op(b, layout, trans_b, k, n, ldb);
         let mut c = MatMut { data: c, rows: m, cols: n, ld: ldc, layout };
         self.gemm(None, alpha, &a, &b, beta, &mut c)
     }

@@ -19,7 +19,7 @@ use std::fmt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::matrix::{Layout, MatMut, MatRef, span};
+use crate::matrix::{Layout, MatMut, MatRef, span, stored_shape};
 use crate::reference;
 
 /// What the padding around every operand holds, alternating with NaN: large enough to wreck
@@ -179,7 +179,7 @@ impl<F: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> crate::Result<()>> Gem
 
 /// Whether element `idx` of a buffer belongs to the matrix (not to its padding or tail).
 fn in_matrix(layout: Layout, rows: usize, cols: usize, ld: usize, idx: usize) -> bool {
-    let inner = if layout == Layout::RowMajor { cols } else { rows };
+    let (inner, _) = layout.extents(rows, cols);
     idx < span(layout, rows, cols, ld) && idx % ld < inner
 }
 
@@ -193,19 +193,12 @@ pub fn operand(
     pad: usize,
     mut fill: impl FnMut() -> f32,
 ) -> (Vec<f32>, usize) {
-    let inner = if layout == Layout::RowMajor { cols } else { rows };
-    let ld = inner.max(1) + pad;
+    let ld = layout.extents(rows, cols).0.max(1) + pad;
     let len = span(layout, rows, cols, ld) + TAIL;
     let data = (0..len)
         .map(|i| if in_matrix(layout, rows, cols, ld, i) { fill() } else { [ROGUE, f32::NAN][i % 2] })
         .collect();
     (data, ld)
-}
-
-/// A view of `buf` as `op(X)`: the stored `rows x cols` matrix, transposed when `trans`.
-fn view(buf: &[f32], layout: Layout, rows: usize, cols: usize, ld: usize, trans: bool) -> MatRef<'_> {
-    let stored = MatRef { data: buf, rows, cols, ld, layout };
-    if trans { stored.t() } else { stored }
 }
 
 /// Bit-for-bit equality (NaN padding included).
@@ -229,8 +222,8 @@ pub fn run_case_with(
 ) -> Result<f64, String> {
     let Case { m, n, k, alpha, beta, pad, trans_a, trans_b, layout } = *case;
     let fail = |what: String| format!("{case} seed={seed}: {what}");
-    let (ar, ac) = if trans_a { (k, m) } else { (m, k) };
-    let (br, bc) = if trans_b { (n, k) } else { (k, n) };
+    let (ar, ac) = stored_shape(trans_a, m, k);
+    let (br, bc) = stored_shape(trans_b, k, n);
     let (a_buf, lda) = operand(layout, ar, ac, pad, &mut fill);
     let (b_buf, ldb) = operand(layout, br, bc, pad, &mut fill);
     let (mut c_buf, ldc) = if beta == 0.0 {
@@ -240,8 +233,8 @@ pub fn run_case_with(
     };
     let (a_before, b_before, c_before) = (a_buf.clone(), b_buf.clone(), c_buf.clone());
 
-    let a = view(&a_buf, layout, ar, ac, lda, trans_a);
-    let b = view(&b_buf, layout, br, bc, ldb, trans_b);
+    let a = MatRef::op(&a_buf, layout, trans_a, m, k, lda);
+    let b = MatRef::op(&b_buf, layout, trans_b, k, n, ldb);
     gemm(alpha, &a, &b, beta, &mut MatMut { data: &mut c_buf, rows: m, cols: n, ld: ldc, layout })
         .map_err(|e| fail(format!("returned {e}")))?;
 

@@ -31,6 +31,20 @@ impl Layout {
             Self::ColMajor => Self::RowMajor,
         }
     }
+
+    /// `(inner, outer)` of a `rows x cols` matrix in this layout: the contiguous extent (the
+    /// minimum leading dimension, when not 0), then the other.
+    pub fn extents(self, rows: usize, cols: usize) -> (usize, usize) {
+        match self {
+            Self::RowMajor => (cols, rows),
+            Self::ColMajor => (rows, cols),
+        }
+    }
+}
+
+/// The shape `X` is stored in when `op(X)` is `rows x cols`: `cols x rows` when `op(X) = X^T`.
+pub fn stored_shape(trans: bool, rows: usize, cols: usize) -> (usize, usize) {
+    if trans { (cols, rows) } else { (rows, cols) }
 }
 
 impl std::str::FromStr for Layout {
@@ -76,14 +90,6 @@ fn index(layout: Layout, ld: usize, i: usize, j: usize) -> usize {
     }
 }
 
-/// `(inner, outer)`: the contiguous extent and the other one.
-fn extents(layout: Layout, rows: usize, cols: usize) -> (usize, usize) {
-    match layout {
-        Layout::RowMajor => (cols, rows),
-        Layout::ColMajor => (rows, cols),
-    }
-}
-
 impl<'a> MatRef<'a> {
     /// A row-major view with leading dimension `ld` (`ld >= cols`).
     pub fn new(data: &'a [f32], rows: usize, cols: usize, ld: usize) -> Self {
@@ -103,6 +109,22 @@ impl<'a> MatRef<'a> {
     /// The transpose, `cols x rows`, as a view of the same slice (nothing is copied).
     pub fn t(self) -> Self {
         Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
+    }
+
+    /// `op(X)`, `rows x cols`, as BLAS describes an operand: `X` stored in `layout` with
+    /// leading dimension `ld`, as [`stored_shape`]`(trans, rows, cols)`, and read transposed
+    /// when `trans`.
+    pub fn op(data: &'a [f32], layout: Layout, trans: bool, rows: usize, cols: usize, ld: usize) -> Self {
+        let (rows, cols) = stored_shape(trans, rows, cols);
+        let stored = Self { data, rows, cols, ld, layout };
+        if trans { stored.t() } else { stored }
+    }
+
+    /// [`op`](Self::op) with `X` stored contiguously (its leading dimension the least allowed).
+    pub fn op_contiguous(data: &'a [f32], layout: Layout, trans: bool, rows: usize, cols: usize) -> Self {
+        let (stored_rows, stored_cols) = stored_shape(trans, rows, cols);
+        let ld = layout.extents(stored_rows, stored_cols).0.max(1);
+        Self::op(data, layout, trans, rows, cols, ld)
     }
 
     /// Element `(i, j)`.
@@ -177,7 +199,7 @@ impl<'a> MatMut<'a> {
 
 /// Elements a `rows x cols` matrix with leading dimension `ld` spans in its slice.
 pub fn span(layout: Layout, rows: usize, cols: usize, ld: usize) -> usize {
-    let (inner, outer) = extents(layout, rows, cols);
+    let (inner, outer) = layout.extents(rows, cols);
     if inner == 0 || outer == 0 { 0 } else { ld * (outer - 1) + inner }
 }
 
@@ -201,7 +223,7 @@ pub(crate) const MATRIX: Operand =
 
 /// Checks a leading dimension: `ld >= max(1, inner)` (BLAS's rule, also for empty matrices).
 pub(crate) fn check_ld(op: Operand, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<()> {
-    let (inner, _) = extents(layout, rows, cols);
+    let (inner, _) = layout.extents(rows, cols);
     if ld < inner.max(1) {
         return Err(Error::LeadingDimension {
             position: op.ld_position,
@@ -222,7 +244,7 @@ pub(crate) fn check_len(
     cols: usize,
     ld: usize,
 ) -> Result<()> {
-    let (inner, outer) = extents(layout, rows, cols);
+    let (inner, outer) = layout.extents(rows, cols);
     let needed = (ld as u128) * (outer.saturating_sub(1) as u128) + inner as u128;
     let needed = if inner == 0 || outer == 0 { 0 } else { needed };
     if (len as u128) < needed {

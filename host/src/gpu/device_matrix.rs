@@ -106,8 +106,7 @@ impl Gpu {
         let staged = MatRef { data: &staged, rows: d.rows, cols: d.cols, ld: d.ld, layout: d.layout };
         if out.layout == d.layout {
             // Line by line (rows, or columns): whole contiguous runs.
-            let (lines, inner) =
-                if d.layout == Layout::RowMajor { (d.rows, d.cols) } else { (d.cols, d.rows) };
+            let (inner, lines) = d.layout.extents(d.rows, d.cols);
             for line in 0..lines {
                 out.data[line * out.ld..][..inner].copy_from_slice(&staged.data[line * d.ld..][..inner]);
             }

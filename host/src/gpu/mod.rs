@@ -209,19 +209,19 @@ impl Gpu {
         if c.rows == 0 || c.cols == 0 || (scale_only && beta == 1.0) {
             return Ok(());
         }
-        // With beta == 0 C is not read: skip its upload. A and B are not read (nor copied)
-        // when only C's scaling is left.
+        // With beta == 0 C is not read: skip its upload.
         let mut c_dev = if beta == 0.0 {
             self.alloc_as(c.layout, c.rows, c.cols, c.ld)?
         } else {
             self.upload(&c.as_ref())?
         };
-        let (a_dev, b_dev) = if scale_only {
-            (self.alloc_as(a.layout, a.rows, a.cols, a.ld)?, self.alloc_as(b.layout, b.rows, b.cols, b.ld)?)
+        if scale_only {
+            // A and B are not read, so not copied either.
+            self.enqueue_scale_c(beta, &mut c_dev)?;
         } else {
-            (self.upload(a)?, self.upload(b)?)
-        };
-        self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
+            let (a_dev, b_dev) = (self.upload(a)?, self.upload(b)?);
+            self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
+        }
         self.download(&c_dev, c)
     }
 
@@ -280,17 +280,7 @@ impl Gpu {
             |x: usize| u32::try_from(x).map_err(|_| too_large("a size or leading dimension exceeds u32"));
         let (m32, n32, k32, ldc32) = (to_u32(m)?, to_u32(n)?, to_u32(k)?, to_u32(ldc)?);
         if alpha == 0.0 || k == 0 {
-            return self.launch_rows(&self.scale_c.spec, m32, |r0, rows| {
-                let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
-                let mut launch = self.stream.launch_builder(&self.scale_c.function);
-                launch.arg(&rows).arg(&n32).arg(&beta).arg(&mut c_rows).arg(&ldc32);
-                // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
-                // `rows x n` with `ldc` (its span was checked when it was made), and the
-                // launch uses the kernel's own geometry.
-                unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32, 1)) }
-                    .map(drop)
-                    .map_err(Error::cuda("launching scale_c"))
-            });
+            return self.enqueue_scale_c(beta, c);
         }
         // Transposed operands become row-major copies (freed after the launches, in stream order).
         let a_copy = self.row_major(a)?;
@@ -401,6 +391,34 @@ impl Gpu {
             .map(drop)
             .map_err(Error::cuda("launching split_k_reduce"))
         // The workspace is freed here, ordered on the stream after the reduction.
+    }
+
+    /// Queues `C = beta * C` (zeros without reading `C` when `beta == 0`): the whole GEMM when
+    /// `alpha == 0` or `k == 0`.
+    fn enqueue_scale_c(&self, beta: f32, c: &mut DeviceMatrix) -> Result<()> {
+        // The kernel walks rows of a row-major matrix: C's lines, whichever its layout.
+        let (n, m) = c.layout().extents(c.rows(), c.cols());
+        let ldc = c.ld();
+        let too_large = |_| Error::ShapeTooLarge {
+            m,
+            n,
+            k: 0,
+            kernel: "scale_c",
+            why: "a size or leading dimension exceeds u32",
+        };
+        let [m32, n32, ldc32] = [m, n, ldc].map(|x| u32::try_from(x).map_err(too_large));
+        let (m32, n32, ldc32) = (m32?, n32?, ldc32?);
+        self.launch_rows(&self.scale_c.spec, m32, |r0, rows| {
+            let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
+            let mut launch = self.stream.launch_builder(&self.scale_c.function);
+            launch.arg(&rows).arg(&n32).arg(&beta).arg(&mut c_rows).arg(&ldc32);
+            // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
+            // `rows x n` with `ldc` (its span was checked when it was made), and the launch
+            // uses the kernel's own geometry.
+            unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32, 1)) }
+                .map(drop)
+                .map_err(Error::cuda("launching scale_c"))
+        })
     }
 
     /// `None` for a row-major operand; for a column-major one, a row-major copy made on the

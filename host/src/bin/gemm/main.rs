@@ -173,15 +173,9 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
     let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>();
     let (a, b, c0) = (random(m * k), random(k * n), random(m * n));
     // op(X) as a view of X stored in the chosen layout (transposed when asked).
-    let view = |data: &'static [f32], rows: usize, cols: usize, trans: bool| {
-        let (sr, sc) = if trans { (cols, rows) } else { (rows, cols) };
-        let ld = if args.layout == Layout::RowMajor { sc } else { sr };
-        let stored = MatRef { data, rows: sr, cols: sc, ld, layout: args.layout };
-        if trans { stored.t() } else { stored }
-    };
-    let a = view(a.leak(), m, k, args.transa);
-    let b = view(b.leak(), k, n, args.transb);
-    let c0 = view(c0.leak(), m, n, false);
+    let a = MatRef::op_contiguous(a.leak(), args.layout, args.transa, m, k);
+    let b = MatRef::op_contiguous(b.leak(), args.layout, args.transb, k, n);
+    let c0 = MatRef::op_contiguous(c0.leak(), args.layout, false, m, n);
     let op = |t: bool| if t { "T" } else { "N" };
     println!(
         "problem: m={m} n={n} k={k} alpha={} beta={} op(A)={} op(B)={} {:?} ({} timed runs)",
