@@ -47,11 +47,13 @@ for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
   $san --tool initcheck $b/gemm --backend gpu --kernel "$kernel" --m 33 --n 31 --k 7 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
     && echo "initcheck $kernel: clean" || { echo "initcheck $kernel: FAILED"; tail -30 "$out/san.log"; status=1; }
 done
-# split_k with K actually split (7 slices and a tail of 21 columns), then transposes and
+# the split-K kernels with K actually split (7 slices and a tail of 21 columns), then transposes and
 # column-major (the transpose kernel and the swapped operands), on the auto kernel.
-for tool in memcheck racecheck initcheck; do
-  $san --tool $tool $b/gemm --backend gpu --kernel split_k --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
-    && echo "$tool split_k 129x127x1001: clean" || { echo "$tool split_k 129x127x1001: FAILED"; tail -30 "$out/san.log"; status=1; }
+for kernel in split_k tensor_core; do
+  for tool in memcheck racecheck initcheck; do
+    $san --tool $tool $b/gemm --backend gpu --kernel $kernel --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
+      && echo "$tool $kernel 129x127x1001: clean" || { echo "$tool $kernel 129x127x1001: FAILED"; tail -30 "$out/san.log"; status=1; }
+  done
 done
 for ops in "--transa" "--transb --layout col" "--transa --transb --layout col"; do
   $san --tool memcheck $b/gemm --backend gpu $ops --m 129 --n 127 --k 33 --beta 0.5 --iters 1 >"$out/san.log" 2>&1 \

@@ -49,6 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(STAGES * STAGE),
     min_blocks_per_sm: 2,
     splits_k: false,
+    vec4_only: false,
 };
 
 const _: () = assert!(

@@ -37,6 +37,12 @@ pub struct KernelSpec {
     /// entries take one more parameter after `ldc`, the slice depth, and write partial
     /// products to the `c` they are given.
     pub splits_k: bool,
+    /// Whether [`entry`](Self::entry) itself uses 16-byte loads of `A` and `B` (there is no
+    /// scalar variant): the host then hands it `A` and `B` with leading dimensions and row
+    /// lengths that are multiples of 4, copying an operand into a zero-padded buffer when it
+    /// is not (`k` rounded up to a multiple of 4, the added columns of `A` and rows of `B`
+    /// zero).
+    pub vec4_only: bool,
 }
 
 impl KernelSpec {

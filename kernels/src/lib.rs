@@ -20,7 +20,8 @@
         stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,
-        gpu_launch_sized_workgroup_mem
+        gpu_launch_sized_workgroup_mem,
+        stmt_expr_attributes
     )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
@@ -38,10 +39,12 @@ pub mod blocktiling_2d;
 pub mod coalesced;
 pub mod double_buffering;
 pub mod naive;
+pub mod pad;
 pub mod pipelined;
 pub mod scale;
 pub mod smem_tiled;
 pub mod split_k;
+pub mod tensor_core;
 pub mod transpose;
 pub mod vectorized;
 pub mod warp_tile;
@@ -63,4 +66,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     split_k::SPEC,
     wide_tile::SPEC,
     pipelined::SPEC,
+    tensor_core::SPEC,
 ];

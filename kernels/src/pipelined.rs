@@ -69,6 +69,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
     splits_k: false,
+    vec4_only: false,
 };
 
 const _: () = assert!(

@@ -267,3 +267,61 @@ pub unsafe fn cp_async_commit_group() {
 pub unsafe fn cp_async_wait_group<const N: u32>() {
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) }
 }
+
+/// `cvt.rna.tf32.f32`: rounds `x` to TensorFloat-32 (the 8-bit exponent of `f32`, 10 mantissa
+/// bits), to nearest with ties away from zero. The result is returned as an `f32` whose low 13
+/// mantissa bits are zero, so `x - tf32(x)` is exact: the part of `x` a TF32 operand drops.
+/// Infinities and NaN stay what they are; finite values above the largest TF32 value round to
+/// infinity.
+#[inline(always)]
+pub fn cvt_rna_tf32(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a register-to-register conversion; no memory, no preconditions.
+    unsafe {
+        asm!(
+            "cvt.rna.tf32.f32 {y}, {x};",
+            x = in(reg32) x,
+            y = out(reg32) y,
+            options(pure, nomem, nostack),
+        );
+    }
+    y
+}
+
+/// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`: the warp multiplies a 16 x 8 TF32
+/// matrix `A` by an 8 x 8 TF32 matrix `B` on the tensor cores and adds the 16 x 8 product to the
+/// `f32` accumulators `d` in place (`D = A B + D`). The products of TF32 values are exact; the
+/// sums are `f32`.
+///
+/// Each lane holds a fixed piece of every matrix. With `g = lane / 4` and `t = lane % 4`:
+/// - `a = [A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]]`,
+/// - `b = [B[t][g], B[t + 4][g]]`,
+/// - `d = [D[g][2t], D[g][2t + 1], D[g + 8][2t], D[g + 8][2t + 1]]`.
+///
+/// The operands must already be TF32 values ([`cvt_rna_tf32`]); the instruction ignores the low
+/// 13 mantissa bits of an `f32`.
+///
+/// # Safety
+/// `.sync.aligned`: all 32 lanes of the warp execute the same instruction together (no
+/// divergence around the call).
+#[inline(always)]
+pub unsafe fn mma_m16n8k8_tf32(d: &mut [f32; 4], a: &[f32; 4], b: &[f32; 2]) {
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 \
+             {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
+             {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            a0 = in(reg32) a[0],
+            a1 = in(reg32) a[1],
+            a2 = in(reg32) a[2],
+            a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0],
+            b1 = in(reg32) b[1],
+            options(pure, nomem, nostack),
+        );
+    }
+}

@@ -15,6 +15,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: 0,
     min_blocks_per_sm: 0,
     splits_k: false,
+    vec4_only: false,
 };
 
 #[cfg(target_arch = "nvptx64")]

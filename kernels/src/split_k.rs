@@ -10,8 +10,9 @@
 //! vary from run to run, unlike atomic additions) and applies `alpha` and `beta` to `C`.
 //!
 //! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
-//! (two per SM), else the count whose waves are fullest; with one slice it launches
-//! `double_buffered` itself. The slices are equal and a multiple of 4 deep (so the 16-byte
+//! (two per SM), else the count whose waves are fullest; with one slice the kernel is
+//! `double_buffered` writing `C` itself. [`tensor_core`](crate::tensor_core) splits `K` by the
+//! same convention (`k_slice`). The slices are equal and a multiple of 4 deep (so the 16-byte
 //! loads stay aligned); the few columns left over are multiplied by the reduction.
 //!
 //! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS on the same buffers,
@@ -44,35 +45,46 @@ pub const REDUCE: KernelSpec = KernelSpec {
     smem_bytes: 0,
     min_blocks_per_sm: 0,
     splits_k: false,
+    vec4_only: false,
 };
 
 #[cfg(target_arch = "nvptx64")]
-mod device_code {
+pub(crate) mod device_code {
     use super::REDUCE;
     use crate::device::*;
     use crate::double_buffering::device_code::gemm;
 
-    /// Block `z` of a tile: the GEMM of K slice `z` into partial `z` of the workspace. The
-    /// host passes the slice depth as `k`, the workspace as `c` (`ldc = n`) and `alpha = 1`,
-    /// `beta = 0`; `C`'s own `alpha` and `beta` are the reduction's. (`k` stays the kernel
-    /// parameter, not a value computed here: ptxas reloads parameters instead of keeping them
-    /// in registers, and one more live register spilled 116 bytes at the 128-register cap.)
+    /// The arguments of block `z`'s part of a split-K launch: the GEMM of K slice `z` into
+    /// partial `z` of the workspace. The host passes the slice depth as `k`, the workspace as
+    /// `c` (`ldc = n`) and `alpha = 1`, `beta = 0`; `C`'s own `alpha` and `beta` are the
+    /// reduction's. With `gridDim.z = 1` these are the arguments themselves, so a kernel built
+    /// on it is also the plain GEMM. (`k` stays the kernel parameter, not a value computed
+    /// here: ptxas reloads parameters instead of keeping them in registers, and one more live
+    /// register spilled 116 bytes at `double_buffered`'s 128-register cap.)
     ///
-    /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::device)) for slice `z`: `A` has
-    /// `gridDim.z * k` columns and `B` as many rows; `c` holds `gridDim.z` row-major `m x n`
-    /// matrices, back to back.
+    /// The resulting arguments satisfy the GEMM contract (see [`gemm_entry!`](crate::device))
+    /// when `A` has `gridDim.z * k` columns, `B` as many rows, and `c` holds `gridDim.z`
+    /// row-major `m x n` matrices back to back (or is `C` itself, `gridDim.z = 1`).
     #[inline(always)]
-    unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
+    pub fn k_slice(args: GemmArgs) -> GemmArgs {
         let z = block_z();
-        let part = GemmArgs {
+        GemmArgs {
             a: args.a.wrapping_add(z as usize * args.k as usize),
             b: args.b.wrapping_add(offset(z * args.k, 0, args.ldb)),
             c: args.c.wrapping_add(z as usize * args.m as usize * args.n as usize),
             ..args
-        };
-        // SAFETY: slice z's columns of A, rows of B and partial of the workspace (above).
-        unsafe { gemm::<VEC4, 8, 1>(part) }
+        }
+    }
+
+    /// Block `z` of a tile: the GEMM of K slice `z` into partial `z` of the workspace (see
+    /// [`k_slice`]).
+    ///
+    /// # Safety
+    /// [`k_slice`]'s contract.
+    #[inline(always)]
+    unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
+        // SAFETY: slice z's columns of A, rows of B and partial of the workspace (k_slice).
+        unsafe { gemm::<VEC4, 8, 1>(k_slice(args)) }
     }
 
     gemm_entry! {

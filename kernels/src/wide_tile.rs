@@ -41,6 +41,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R)),
     min_blocks_per_sm: 1,
     splits_k: false,
+    vec4_only: false,
 };
 
 const _: () = assert!(

@@ -19,7 +19,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, double_buffering, scale, split_k, transpose};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Result};
@@ -97,6 +97,7 @@ pub struct Gpu {
     kernels: Vec<GpuKernel>,
     scale_c: GpuKernel,
     transpose: GpuKernel,
+    pad: GpuKernel,
     split_k_reduce: GpuKernel,
     info: DeviceInfo,
 }
@@ -160,10 +161,11 @@ impl Gpu {
         let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
+        let pad = load(pad::SPEC)?;
         let split_k_reduce = load(split_k::REDUCE)?;
         let stream = ctx.default_stream();
         let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        Ok(Self { stream, kernels, scale_c, transpose, split_k_reduce, info })
+        Ok(Self { stream, kernels, scale_c, transpose, pad, split_k_reduce, info })
     }
 
     /// What this device is.
@@ -278,27 +280,31 @@ impl Gpu {
         let too_large = |why| Error::ShapeTooLarge { m, n, k, kernel: kernel.spec.name, why };
         let to_u32 =
             |x: usize| u32::try_from(x).map_err(|_| too_large("a size or leading dimension exceeds u32"));
-        let (m32, n32, k32, ldc32) = (to_u32(m)?, to_u32(n)?, to_u32(k)?, to_u32(ldc)?);
+        let (m32, n32, ldc32) = (to_u32(m)?, to_u32(n)?, to_u32(ldc)?);
         if alpha == 0.0 || k == 0 {
             return self.enqueue_scale_c(beta, c);
         }
-        // Transposed operands become row-major copies (freed after the launches, in stream order).
-        let a_copy = self.row_major(a)?;
-        let b_copy = self.row_major(b)?;
+        // Operands the kernel cannot read as they are become row-major copies: transposed ones,
+        // and for a kernel with only 16-byte loads, ones whose rows are not a multiple of 4
+        // floats (K then rounded up, the added columns of A and rows of B zero). The copies
+        // are freed after the launches, in stream order.
+        let vec4_only = kernel.spec.vec4_only;
+        let to4 = |x: usize| if vec4_only { x.next_multiple_of(4) } else { x };
+        let (k, n_b) = (to4(k), to4(n));
+        let k32 = to_u32(k)?;
+        let a_copy = self.readable(a, (m, k), vec4_only)?;
+        let b_copy = self.readable(b, (k, n_b), vec4_only)?;
         let (a_buf, lda) = a_copy.as_ref().map_or((a.buf, a.ld), |t| (t, k));
-        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf, b.ld), |t| (t, n));
+        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf, b.ld), |t| (t, n_b));
         let (lda32, ldb32) = (to_u32(lda)?, to_u32(ldb)?);
-        let kernel = if kernel.spec.splits_k {
+        if kernel.spec.splits_k {
             let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
                 let (a, b) = ((a_buf, lda), (b_buf, ldb));
                 return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, (&mut c.buf, ldc));
             }
-            // One slice: the kernel split-K is built on, writing C directly.
-            self.kernel(Some(double_buffering::SPEC.name))?
-        } else {
-            kernel
-        };
+            // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
+        }
         let function = kernel.function_for(lda, ldb, k, n);
         self.launch_rows(&kernel.spec, m32, |r0, rows| {
             let a_rows = a_buf.slice(r0 as usize * lda..);
@@ -421,41 +427,74 @@ impl Gpu {
         })
     }
 
-    /// `None` for a row-major operand; for a column-major one, a row-major copy made on the
-    /// device by the `transpose` kernel (queued on the stream).
-    fn row_major(&self, x: DeviceView) -> Result<Option<CudaSlice<f32>>> {
-        if x.layout == Layout::RowMajor {
+    /// `None` when the kernel can read `x` as it is: row-major, `shape` rows and columns, and
+    /// with `aligned` a leading dimension that is a multiple of 4. Otherwise a row-major
+    /// `shape` copy with leading dimension `shape.1`, made on the device (queued on the
+    /// stream): a column-major `x` by the `transpose` kernel, a row-major one by `pad`;
+    /// elements beyond `x`'s own rows and columns are zero.
+    fn readable(
+        &self,
+        x: DeviceView,
+        shape: (usize, usize),
+        aligned: bool,
+    ) -> Result<Option<CudaSlice<f32>>> {
+        let padded = shape != (x.rows, x.cols);
+        if x.layout == Layout::RowMajor && !padded && (!aligned || x.ld.is_multiple_of(4)) {
             return Ok(None);
         }
-        // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
-        let (src_rows, src_cols) = (x.cols, x.rows);
         let too_large = |_| Error::ShapeTooLarge {
             m: x.rows,
             n: x.cols,
             k: 0,
-            kernel: "transpose",
+            kernel: if x.layout == Layout::RowMajor { "pad" } else { "transpose" },
             why: "a size or leading dimension exceeds u32",
         };
-        let (rows32, cols32) =
-            (u32::try_from(src_rows).map_err(too_large)?, u32::try_from(src_cols).map_err(too_large)?);
-        let (ld_src, ld_dst) = (u32::try_from(x.ld).map_err(too_large)?, rows32);
-        let len = src_rows * src_cols;
-        // SAFETY: the transpose below writes every element before anything reads it.
-        let mut dst = unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
-        let spec = &self.transpose.spec;
-        self.launch_rows(spec, rows32, |r0, rows| {
-            let src = x.buf.slice(r0 as usize * x.ld..);
-            // Rows r0.. of src are columns r0.. of the copy.
-            let mut dst_cols = dst.slice_mut(r0 as usize..);
-            let mut launch = self.stream.launch_builder(&self.transpose.function);
-            launch.arg(&rows).arg(&cols32).arg(&src).arg(&ld_src).arg(&mut dst_cols).arg(&ld_dst);
-            // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src holds
-            // `rows x cols` with its ld, and dst from column r0 on holds the `cols x rows`
-            // transpose with ld `src_rows`; the buffers are distinct allocations.
-            unsafe { launch.launch(launch_config(spec, rows, cols32, 1)) }
-                .map(drop)
-                .map_err(Error::cuda("launching transpose"))
-        })?;
+        let [rows, cols, ld, rows_pad, cols_pad] =
+            [x.rows, x.cols, x.ld, shape.0, shape.1].map(|v| u32::try_from(v).map_err(too_large));
+        let (rows, cols, ld, rows_pad, cols_pad) = (rows?, cols?, ld?, rows_pad?, cols_pad?);
+        let len = shape.0 * shape.1;
+        let mut dst = if x.layout == Layout::ColMajor && padded {
+            // The transpose writes x's rows x cols; the rest stays zero.
+            self.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
+        } else {
+            // SAFETY: the transpose or the padding below writes every element before
+            // anything reads it.
+            unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
+        };
+        if x.layout == Layout::RowMajor {
+            let spec = &self.pad.spec;
+            self.launch_rows(spec, rows_pad, |r0, n_rows| {
+                // Rows r0.. of the copy, from rows r0.. of x (none past x's own rows).
+                let src = x.buf.slice((r0 as usize * x.ld).min(x.buf.len())..);
+                let mut dst_rows = dst.slice_mut(r0 as usize * shape.1..);
+                let src_rows = rows.saturating_sub(r0).min(n_rows);
+                let mut launch = self.stream.launch_builder(&self.pad.function);
+                launch.arg(&src_rows).arg(&cols).arg(&src).arg(&ld);
+                launch.arg(&n_rows).arg(&cols_pad).arg(&mut dst_rows);
+                // SAFETY: the argument list matches `sgemm_pad`; from row r0 on, src holds
+                // `src_rows x cols` with ld (x's span was checked when it was made) and
+                // dst_rows `n_rows x cols_pad` contiguous; distinct allocations.
+                unsafe { launch.launch(launch_config(spec, n_rows, cols_pad, 1)) }
+                    .map(drop)
+                    .map_err(Error::cuda("launching pad"))
+            })?;
+        } else {
+            // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
+            let spec = &self.transpose.spec;
+            self.launch_rows(spec, cols, |r0, src_rows| {
+                let src = x.buf.slice(r0 as usize * x.ld..);
+                // Rows r0.. of src are columns r0.. of the copy.
+                let mut dst_cols = dst.slice_mut(r0 as usize..);
+                let mut launch = self.stream.launch_builder(&self.transpose.function);
+                launch.arg(&src_rows).arg(&rows).arg(&src).arg(&ld).arg(&mut dst_cols).arg(&cols_pad);
+                // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src
+                // holds `src_rows x rows` with its ld, and dst from column r0 on holds the
+                // `rows x src_rows` transpose with ld `cols_pad`; distinct allocations.
+                unsafe { launch.launch(launch_config(spec, src_rows, rows, 1)) }
+                    .map(drop)
+                    .map_err(Error::cuda("launching transpose"))
+            })?;
+        }
         Ok(Some(dst))
     }
 

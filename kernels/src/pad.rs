@@ -1,0 +1,59 @@
+//! `B = A` padded with zeros: copies a row-major `rows x cols` matrix into the top-left corner
+//! of a `rows_pad x cols_pad` row-major buffer (leading dimension `cols_pad`) and zeroes the
+//! rest. The GPU backend uses it to give a kernel that only has 16-byte copies
+//! ([`tensor_core`](crate::tensor_core)) operands whose rows are a multiple of 4 floats long;
+//! the zero columns of `A` and rows of `B` add nothing to the product.
+//!
+//! One thread per element of the destination, a warp along a row: reads and writes coalesced.
+
+use crate::launch::KernelSpec;
+
+/// Launch configuration of [`sgemm_pad`](self); its grid covers the destination.
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "pad",
+    entry: "sgemm_pad",
+    vec4_entry: None,
+    summary: "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
+    block: (32, 8),
+    tile: (8, 32),
+    smem_bytes: 0,
+    min_blocks_per_sm: 0,
+    splits_k: false,
+    vec4_only: false,
+};
+
+#[cfg(target_arch = "nvptx64")]
+mod device_code {
+    use super::SPEC;
+    use crate::device::*;
+    use crate::ptx::ld_global_nc_f32;
+
+    /// `b[r][c] = a[r][c]` for `r < rows`, `c < cols`, and `0` elsewhere in `b`'s
+    /// `rows_pad x cols_pad`.
+    ///
+    /// # Safety
+    /// `a` is a row-major `rows x cols` matrix with `lda >= cols`, `b` a row-major
+    /// `rows_pad x cols_pad` buffer (`rows_pad >= rows`, `cols_pad >= cols`) apart from `a`;
+    /// launched with [`SPEC`]'s block over a `rows_pad x cols_pad` grid.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn sgemm_pad(
+        rows: u32,
+        cols: u32,
+        a: *const f32,
+        lda: u32,
+        rows_pad: u32,
+        cols_pad: u32,
+        b: *mut f32,
+    ) {
+        let row = block_y() * SPEC.tile.0 + thread_y();
+        let col = block_x() * SPEC.tile.1 + thread_x();
+        if row < rows_pad && col < cols_pad {
+            // SAFETY: the load is guarded to A's rows x cols; row < rows_pad, col < cols_pad is
+            // inside B.
+            unsafe {
+                let x = ld_global_nc_f32(a.wrapping_add(offset(row, col, lda)), row < rows && col < cols);
+                *b.add(offset(row, col, cols_pad)) = x;
+            }
+        }
+    }
+}
