@@ -240,7 +240,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     // Unknown names fail before the sweep starts.
     for kernel in kernels.iter().filter(|k| *k != "auto") {
         match engine.gpu() {
-            Some(gpu) => _ = gpu.kernel(Some(kernel))?,
+            Some(gpu) => _ = gpu.kernel(kernel)?,
             None => _ = sgemm::cpu::kernel(Some(kernel))?,
         }
     }
@@ -401,7 +401,8 @@ fn time_gpu(
     };
     let mut ours = Vec::new();
     for kernel in kernels {
-        let resolved = gpu.kernel((kernel != "auto").then_some(kernel.as_str()))?;
+        let n = problem.n;
+        let resolved = gpu.choose((kernel != "auto").then_some(kernel.as_str()), (n, n, n))?;
         let timing = measure(kernel, &|c| gpu.enqueue(resolved, 1.0, &a_dev, &b_dev, 0.0, c))?;
         ours.push((kernel.clone(), resolved.spec.name.to_string(), timing));
         progress.inc(1);

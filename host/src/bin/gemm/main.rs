@@ -268,7 +268,7 @@ fn time_gpu(
     c0: &MatRef,
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
-    let kernel = gpu.kernel(kernel)?;
+    let kernel = gpu.choose(kernel, (c0.rows, c0.cols, a.cols))?;
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
     time_device(gpu, kernel.spec.name, args, c0, check, &|c| {
         gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, c)
