@@ -16,11 +16,11 @@ step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
 if want sass; then
-step "SASS of the sm_90 module: 16-byte loads and FFMA per kernel"
+step "SASS of the sm_90 module: 16-byte loads, FFMA and HMMA per kernel"
 ptxas -arch=sm_90 -o "$out/sm_90.cubin" host/ptx/sm_90.ptx && cuobjdump --dump-sass "$out/sm_90.cubin" >"$out/sm_90.sass" &&
-  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /STL|LDL/ {loc[f]++}
-       END {printf "%-28s %8s %8s %8s %7s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "local";
-            for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], loc[f]}' "$out/sm_90.sass"
+  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /HMMA/ {hmma[f]++} /STL|LDL/ {loc[f]++}
+       END {printf "%-28s %8s %8s %8s %7s %6s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "HMMA", "local";
+            for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], hmma[f], loc[f]}' "$out/sm_90.sass"
 rm -f "$out/sm_90.cubin"
 fi
 
