@@ -112,15 +112,10 @@ mod device_code {
         // The fragments of `k = p` of the stage at `at`.
         // SAFETY: a stage whose copies completed before the last barrier.
         let fragments = |at: SharedAddr, p: u32| unsafe { tile.fragments(at, p) };
-        let next_stage = |stage: u32| if stage + STAGE == STAGES * STAGE { 0 } else { stage + STAGE };
+        let next_stage = next_stage::<STAGES, STAGE>;
 
-        // Prologue: tiles 0..STAGES - 1 in flight (past the end of K they are zero-filled and
-        // read no memory).
-        let mut write_stage = 0;
-        for s in 0..STAGES - 1 {
-            copy_tile(write_stage, s * BK);
-            write_stage = next_stage(write_stage);
-        }
+        // Prologue: tiles 0..STAGES - 1 in flight.
+        let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
         let mut acc = [[0.0f32; 8]; 8];
         let mut read_stage = 0;
         let mut k_next = (STAGES - 1) * BK;

@@ -62,6 +62,28 @@ pub fn dynamic_shared_f32() -> *mut f32 {
     core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<F32x4>().cast::<f32>()
 }
 
+/// The byte offset of the stage after `stage` in a ring of `STAGES` shared-memory stages of
+/// `STAGE` bytes: the buffers a `cp.async` pipeline cycles through.
+#[inline(always)]
+pub fn next_stage<const STAGES: u32, const STAGE: u32>(stage: u32) -> u32 {
+    if stage + STAGE == STAGES * STAGE { 0 } else { stage + STAGE }
+}
+
+/// A `cp.async` pipeline's prologue: `copy_tile(stage, k0)` for its first `STAGES - 1` tiles of
+/// `BK` along `K`, one stage each (past the end of `K` the copies' guards zero-fill and read no
+/// memory). Returns the stage the next tile goes to.
+#[inline(always)]
+pub fn start_pipeline<const STAGES: u32, const STAGE: u32, const BK: u32>(
+    mut copy_tile: impl FnMut(u32, u32),
+) -> u32 {
+    let mut stage = 0;
+    for s in 0..STAGES - 1 {
+        copy_tile(stage, s * BK);
+        stage = next_stage::<STAGES, STAGE>(stage);
+    }
+    stage
+}
+
 /// `a * b + c` rounded once (`fma.rn.f32`).
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {

@@ -169,15 +169,10 @@ mod device_code {
             }
             out
         };
-        let next_stage = |stage: u32| if stage + STAGE == STAGES * STAGE { 0 } else { stage + STAGE };
+        let next_stage = next_stage::<STAGES, STAGE>;
 
-        // Prologue: tiles 0..STAGES - 1 in flight (past the end of K they are zero-filled and
-        // read no memory), then tile 0 published and its first fragments loaded.
-        let mut write_stage = 0;
-        for s in 0..STAGES - 1 {
-            copy_tile(write_stage, s * BK);
-            write_stage = next_stage(write_stage);
-        }
+        // Prologue: tiles 0..STAGES - 1 in flight, then tile 0 published and its first fragments loaded.
+        let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
         // Tile t's group is complete when at most STAGES - 2 newer ones are pending; the
         // barrier publishes it and proves every warp is done with the stage copied next.
         // SAFETY: waiting has no preconditions.

@@ -259,15 +259,10 @@ mod device_code {
                 unsafe { [ld_shared_f32(at), ld_shared_f32(at.offset_bytes(4 * B_LD * 4))] }
             })
         };
-        let next_stage = |stage: u32| if stage + STAGE == STAGES * STAGE { 0 } else { stage + STAGE };
+        let next_stage = next_stage::<STAGES, STAGE>;
 
-        // Prologue: tiles 0..STAGES - 1 in flight (past the end of K they are zero-filled and
-        // read no memory), then tile 0 waited for and published.
-        let mut write_stage = 0;
-        for s in 0..STAGES - 1 {
-            copy_tile(write_stage, s * BK);
-            write_stage = next_stage(write_stage);
-        }
+        // Prologue: tiles 0..STAGES - 1 in flight, then tile 0 waited for and published.
+        let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
         // SAFETY: waiting has no preconditions.
         unsafe { cp_async_wait_group::<{ STAGES - 2 }>() };
         sync_threads();
