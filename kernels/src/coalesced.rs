@@ -40,18 +40,13 @@ mod device_code {
 
     #[inline(always)]
     unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
-        let row = block_y() * SPEC.tile.0 + thread_y();
-        let col = block_x() * SPEC.tile.1 + thread_x();
+        let (row, col) = element(&SPEC);
         if row < m && col < n {
-            let mut acc = 0.0;
-            for p in 0..k {
-                // SAFETY: row < m, p < k, col < n: inside A and B.
-                unsafe {
-                    acc = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), acc);
-                }
+            // SAFETY: row < m, col < n: inside A's rows, B's columns and C.
+            unsafe {
+                let acc = dot(k, a, lda, b, ldb, row, col);
+                update_c(c.add(offset(row, col, ldc)), alpha, acc, beta);
             }
-            // SAFETY: row < m, col < n: inside C.
-            unsafe { update_c(c.add(offset(row, col, ldc)), alpha, acc, beta) };
         }
     }
 }

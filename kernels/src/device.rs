@@ -3,6 +3,7 @@
 
 use core::arch::nvptx;
 
+use crate::launch::KernelSpec;
 use crate::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
 
 #[panic_handler]
@@ -121,6 +122,28 @@ pub unsafe fn load4_global<const VEC4: bool>(ptr: *const f32, row_ok: bool, col:
             F32x4([at(0), at(1), at(2), at(3)])
         }
     }
+}
+
+/// The `(row, col)` of the element this thread owns in a kernel with one thread per element,
+/// `threadIdx.x` along a row: block `(x, y)` covers the `spec.tile` at tile row `y`, column `x`.
+#[inline(always)]
+pub fn element(spec: &KernelSpec) -> (u32, u32) {
+    (block_y() * spec.tile.0 + thread_y(), block_x() * spec.tile.1 + thread_x())
+}
+
+/// Row `row` of `A` times column `col` of `B`, one `f32` FMA per `k` in order.
+///
+/// # Safety
+/// `a` holds row `row` of a row-major `A` with `k` columns (`lda`), `b` column `col` of a
+/// row-major `B` with `k` rows (`ldb`).
+#[inline(always)]
+pub unsafe fn dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
+    let mut sum = 0.0f32;
+    for p in 0..k {
+        // SAFETY: p < k: inside the row of A and the column of B.
+        unsafe { sum = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), sum) };
+    }
+    sum
 }
 
 /// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.

@@ -46,6 +46,24 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// The launch of a helper kernel with one thread per element of an `m x n` matrix: blocks
+    /// of 32 x 8 threads over 8 x 32 tiles, so a warp runs along a row (coalesced), no shared
+    /// memory, no launch bounds.
+    pub const fn elementwise(name: &'static str, entry: &'static str, summary: &'static str) -> Self {
+        Self {
+            name,
+            entry,
+            vec4_entry: None,
+            summary,
+            block: (32, 8),
+            tile: (8, 32),
+            smem_bytes: 0,
+            min_blocks_per_sm: 0,
+            splits_k: false,
+            vec4_only: false,
+        }
+    }
+
     /// Threads per block.
     pub const fn threads(&self) -> u32 {
         self.block.0 * self.block.1

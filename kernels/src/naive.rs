@@ -42,15 +42,11 @@ mod device_code {
         let row = block_y() * SPEC.tile.0 + thread_x();
         let col = block_x() * SPEC.tile.1 + thread_y();
         if row < m && col < n {
-            let mut acc = 0.0;
-            for p in 0..k {
-                // SAFETY: row < m, p < k, col < n: inside A and B.
-                unsafe {
-                    acc = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), acc);
-                }
+            // SAFETY: row < m, col < n: inside A's rows, B's columns and C.
+            unsafe {
+                let acc = dot(k, a, lda, b, ldb, row, col);
+                update_c(c.add(offset(row, col, ldc)), alpha, acc, beta);
             }
-            // SAFETY: row < m, col < n: inside C.
-            unsafe { update_c(c.add(offset(row, col, ldc)), alpha, acc, beta) };
         }
     }
 }

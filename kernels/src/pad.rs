@@ -9,18 +9,11 @@
 use crate::launch::KernelSpec;
 
 /// Launch configuration of [`sgemm_pad`](self); its grid covers the destination.
-pub const SPEC: KernelSpec = KernelSpec {
-    name: "pad",
-    entry: "sgemm_pad",
-    vec4_entry: None,
-    summary: "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
-    block: (32, 8),
-    tile: (8, 32),
-    smem_bytes: 0,
-    min_blocks_per_sm: 0,
-    splits_k: false,
-    vec4_only: false,
-};
+pub const SPEC: KernelSpec = KernelSpec::elementwise(
+    "pad",
+    "sgemm_pad",
+    "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
+);
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
@@ -45,8 +38,7 @@ mod device_code {
         cols_pad: u32,
         b: *mut f32,
     ) {
-        let row = block_y() * SPEC.tile.0 + thread_y();
-        let col = block_x() * SPEC.tile.1 + thread_x();
+        let (row, col) = element(&SPEC);
         if row < rows_pad && col < cols_pad {
             // SAFETY: the load is guarded to A's rows x cols; row < rows_pad, col < cols_pad is
             // inside B.

@@ -5,18 +5,8 @@
 use crate::launch::KernelSpec;
 
 /// Launch configuration of [`sgemm_scale_c`](self).
-pub const SPEC: KernelSpec = KernelSpec {
-    name: "scale_c",
-    entry: "sgemm_scale_c",
-    vec4_entry: None,
-    summary: "C = beta * C (the GEMM when alpha = 0 or k = 0)",
-    block: (32, 8),
-    tile: (8, 32),
-    smem_bytes: 0,
-    min_blocks_per_sm: 0,
-    splits_k: false,
-    vec4_only: false,
-};
+pub const SPEC: KernelSpec =
+    KernelSpec::elementwise("scale_c", "sgemm_scale_c", "C = beta * C (the GEMM when alpha = 0 or k = 0)");
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
@@ -30,8 +20,7 @@ mod device_code {
     /// [`SPEC`]'s block and grid.
     #[unsafe(no_mangle)]
     pub unsafe extern "ptx-kernel" fn sgemm_scale_c(m: u32, n: u32, beta: f32, c: *mut f32, ldc: u32) {
-        let row = block_y() * SPEC.tile.0 + thread_y();
-        let col = block_x() * SPEC.tile.1 + thread_x();
+        let (row, col) = element(&SPEC);
         if row < m && col < n {
             // SAFETY: row < m, col < n: inside C.
             unsafe {

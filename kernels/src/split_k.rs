@@ -35,18 +35,11 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 /// Launch configuration of [`sgemm_split_k_reduce`](self).
-pub const REDUCE: KernelSpec = KernelSpec {
-    name: "split_k_reduce",
-    entry: "sgemm_split_k_reduce",
-    vec4_entry: None,
-    summary: "C = alpha * (sum of the K slices' partial products) + beta * C",
-    block: (32, 8),
-    tile: (8, 32),
-    smem_bytes: 0,
-    min_blocks_per_sm: 0,
-    splits_k: false,
-    vec4_only: false,
-};
+pub const REDUCE: KernelSpec = KernelSpec::elementwise(
+    "split_k_reduce",
+    "sgemm_split_k_reduce",
+    "C = alpha * (sum of the K slices' partial products) + beta * C",
+);
 
 #[cfg(target_arch = "nvptx64")]
 pub(crate) mod device_code {
@@ -124,8 +117,7 @@ pub(crate) mod device_code {
         c: *mut f32,
         ldc: u32,
     ) {
-        let row = block_y() * REDUCE.tile.0 + thread_y();
-        let col = block_x() * REDUCE.tile.1 + thread_x();
+        let (row, col) = element(&REDUCE);
         if row < m && col < n {
             let stride = m as usize * n as usize;
             let mut sum = 0.0f32;
@@ -134,10 +126,7 @@ pub(crate) mod device_code {
                 for z in 0..slices {
                     sum += *workspace.add(z as usize * stride + offset(row, col, n));
                 }
-                let mut rest = 0.0f32;
-                for p in 0..tail {
-                    rest = fma(*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)), rest);
-                }
+                let rest = dot(tail, a, lda, b, ldb, row, col);
                 update_c(c.add(offset(row, col, ldc)), alpha, sum + rest, beta);
             }
         }

@@ -98,8 +98,8 @@ mod device_code {
     use super::{A_BYTES, A_COPIES, A_LD, B_LD, BK, BM, BN, STAGE, STAGES, THREADS, WARP_M, WARP_N};
     use crate::device::*;
     use crate::ptx::{
-        SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group, cvt_rna_tf32,
-        ld_global_nc_f32, ld_shared_f32, mma_m16n8k8_tf32,
+        SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group, cvt_rna_tf32, ld_shared_f32,
+        mma_m16n8k8_tf32,
     };
 
     /// The warp's `m16n8k8` products: row blocks of 16 and column blocks of 8.
@@ -148,25 +148,15 @@ mod device_code {
         }
     }
 
-    /// Row `row` of `A` times column `col` of `B` in `f32`, one FMA per `k` in order: the
-    /// IEEE result for an output the tensor cores cannot give (module docs). Out of line: the
-    /// main loop's registers are not its concern.
+    /// [`dot`] out of line: the IEEE result for an output the tensor cores cannot give (module
+    /// docs), kept apart so that the main loop's registers are not its concern.
     ///
     /// # Safety
-    /// `a` holds row `row` of a row-major `A` with `k` columns (`lda`), `b` column `col` of a
-    /// row-major `B` with `k` rows (`ldb`), neither written during the kernel.
+    /// [`dot`]'s contract.
     #[inline(never)]
     unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
-        let mut sum = 0.0f32;
-        for p in 0..k {
-            // SAFETY: p < k: inside the row of A and the column of B.
-            unsafe {
-                let x = ld_global_nc_f32(a.wrapping_add(offset(row, p, lda)), true);
-                let y = ld_global_nc_f32(b.wrapping_add(offset(p, col, ldb)), true);
-                sum = fma(x, y, sum);
-            }
-        }
-        sum
+        // SAFETY: the caller's contract is dot's.
+        unsafe { dot(k, a, lda, b, ldb, row, col) }
     }
 
     /// The GEMM of block `z`'s K slice: `A`'s columns and `B`'s rows `z k..(z + 1) k` into the

@@ -291,10 +291,8 @@ impl Gpu {
         if m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
             return Ok(());
         }
-        let too_large = |why| Error::ShapeTooLarge { m, n, k, kernel: kernel.spec.name, why };
-        let to_u32 =
-            |x: usize| u32::try_from(x).map_err(|_| too_large("a size or leading dimension exceeds u32"));
-        let (m32, n32, ldc32) = (to_u32(m)?, to_u32(n)?, to_u32(ldc)?);
+        let shape = (m, n, k);
+        let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
         if alpha == 0.0 || k == 0 {
             return self.enqueue_scale_c(beta, c);
         }
@@ -305,12 +303,12 @@ impl Gpu {
         let vec4_only = kernel.spec.vec4_only;
         let to4 = |x: usize| if vec4_only { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
-        let k32 = to_u32(k)?;
+        let [k32] = to_u32([k], shape, kernel.spec.name)?;
         let a_copy = self.readable(a, (m, k), vec4_only)?;
         let b_copy = self.readable(b, (k, n_b), vec4_only)?;
         let (a_buf, lda) = a_copy.as_ref().map_or((a.buf, a.ld), |t| (t, k));
         let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf, b.ld), |t| (t, n_b));
-        let (lda32, ldb32) = (to_u32(lda)?, to_u32(ldb)?);
+        let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
         if kernel.spec.splits_k {
             let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
@@ -419,15 +417,7 @@ impl Gpu {
         // The kernel walks rows of a row-major matrix: C's lines, whichever its layout.
         let (n, m) = c.layout().extents(c.rows(), c.cols());
         let ldc = c.ld();
-        let too_large = |_| Error::ShapeTooLarge {
-            m,
-            n,
-            k: 0,
-            kernel: "scale_c",
-            why: "a size or leading dimension exceeds u32",
-        };
-        let [m32, n32, ldc32] = [m, n, ldc].map(|x| u32::try_from(x).map_err(too_large));
-        let (m32, n32, ldc32) = (m32?, n32?, ldc32?);
+        let [m32, n32, ldc32] = to_u32([m, n, ldc], (m, n, 0), "scale_c")?;
         self.launch_rows(&self.scale_c.spec, m32, |r0, rows| {
             let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
             let mut launch = self.stream.launch_builder(&self.scale_c.function);
@@ -456,16 +446,9 @@ impl Gpu {
         if x.layout == Layout::RowMajor && !padded && (!aligned || x.ld.is_multiple_of(4)) {
             return Ok(None);
         }
-        let too_large = |_| Error::ShapeTooLarge {
-            m: x.rows,
-            n: x.cols,
-            k: 0,
-            kernel: if x.layout == Layout::RowMajor { "pad" } else { "transpose" },
-            why: "a size or leading dimension exceeds u32",
-        };
+        let kernel = if x.layout == Layout::RowMajor { "pad" } else { "transpose" };
         let [rows, cols, ld, rows_pad, cols_pad] =
-            [x.rows, x.cols, x.ld, shape.0, shape.1].map(|v| u32::try_from(v).map_err(too_large));
-        let (rows, cols, ld, rows_pad, cols_pad) = (rows?, cols?, ld?, rows_pad?, cols_pad?);
+            to_u32([x.rows, x.cols, x.ld, shape.0, shape.1], (x.rows, x.cols, 0), kernel)?;
         let len = shape.0 * shape.1;
         let mut dst = if x.layout == Layout::ColMajor && padded {
             // The transpose writes x's rows x cols; the rest stays zero.
@@ -556,6 +539,26 @@ impl Gpu {
     pub fn flush_l2(&self, buffer: &mut L2Flush) -> Result<()> {
         self.stream.memset_zeros(&mut buffer.0).map_err(Error::cuda("flushing the L2 cache"))
     }
+}
+
+/// `values` as the `u32` sizes the kernels take, or [`Error::ShapeTooLarge`] naming `kernel` and
+/// the call's `(m, n, k)` when one does not fit.
+fn to_u32<const N: usize>(
+    values: [usize; N],
+    (m, n, k): (usize, usize, usize),
+    kernel: &'static str,
+) -> Result<[u32; N]> {
+    let mut out = [0; N];
+    for (out, value) in out.iter_mut().zip(values) {
+        *out = u32::try_from(value).map_err(|_| Error::ShapeTooLarge {
+            m,
+            n,
+            k,
+            kernel,
+            why: "a size or leading dimension exceeds u32",
+        })?;
+    }
+    Ok(out)
 }
 
 /// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
