@@ -41,8 +41,9 @@
 //! summed apart and added in `f32` (two sweeps): 50.9-52.1 TFLOP/s, 0.99-1.02x at 4096,
 //! 1.05-1.08x at 5120, 1.00-1.02x at 8192, error 8.0e-8 (cuBLAS 1.9e-7). Expected more: ncu
 //! puts the tensor pipe at 48% busy, with 5.9 instructions issued per tensor instruction
-//! (splits, additions, loads, moves) and ptxas at 255 registers: cheaper splits (two integer instructions instead of `cvt.rna`'s four, or
-//! splitting `A` once per step) made it spill 400-620 bytes, so they are not in.
+//! (splits, additions, loads, moves) and ptxas at 255 registers: cheaper splits (two integer
+//! instructions instead of `cvt.rna`'s four, or splitting `A` once per step) made it spill
+//! 400-620 bytes, so they are not in.
 
 use crate::launch::KernelSpec;
 
