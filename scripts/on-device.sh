@@ -16,12 +16,12 @@ step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
 if want sass; then
-step "SASS of the sm_90 module: 16-byte loads, FFMA and HMMA per kernel"
-ptxas -arch=sm_90 -o "$out/sm_90.cubin" host/ptx/sm_90.ptx && cuobjdump --dump-sass "$out/sm_90.cubin" >"$out/sm_90.sass" &&
-  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /HMMA/ {hmma[f]++} /STL|LDL/ {loc[f]++}
-       END {printf "%-28s %8s %8s %8s %7s %6s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "HMMA", "local";
-            for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], hmma[f], loc[f]}' "$out/sm_90.sass"
-rm -f "$out/sm_90.cubin"
+step "SASS of the sm_90a module: 16-byte loads, FFMA, HMMA (mma.sync) and HGMMA (wgmma) per kernel"
+ptxas -arch=sm_90a -o "$out/sm_90a.cubin" host/ptx/sm_90a.ptx && cuobjdump --dump-sass "$out/sm_90a.cubin" >"$out/sm_90a.sass" &&
+  awk '/Function :/ {f=$3} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /HMMA/ {hmma[f]++} /HGMMA/ {hgmma[f]++} /STL|LDL/ {loc[f]++}
+       END {printf "%-28s %8s %8s %8s %7s %6s %6s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "HMMA", "HGMMA", "local";
+            for (f in ffma) printf "%-28s %8d %8d %8d %7d %6d %6d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], hmma[f], hgmma[f], loc[f]}' "$out/sm_90a.sass"
+rm -f "$out/sm_90a.cubin"
 fi
 
 if want selftest; then
@@ -49,7 +49,7 @@ for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
 done
 # the split-K kernels with K actually split (7 slices and a tail of 21 columns), then transposes and
 # column-major (the transpose kernel and the swapped operands), on the auto kernel.
-for kernel in split_k tensor_core; do
+for kernel in split_k tensor_core warpgroup; do
   for tool in memcheck racecheck initcheck; do
     $san --tool $tool $b/gemm --backend gpu --kernel $kernel --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
       && echo "$tool $kernel 129x127x1001: clean" || { echo "$tool $kernel 129x127x1001: FAILED"; tail -30 "$out/san.log"; status=1; }
@@ -68,7 +68,7 @@ fi
 if want transposes; then
 step "transposed operands at n = 4096: ours (transpose kernel + GEMM) and cuBLAS"
 for ops in "" "--transa" "--transb" "--transa --transb" "--layout col" "--transa --layout col"; do
-  $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|tensor|split|cublas" || status=1
+  $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|tensor|split|warpgroup|cublas" || status=1
 done
 fi
 

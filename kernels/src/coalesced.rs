@@ -26,6 +26,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 0,
     splits_k: false,
     vec4_only: false,
+    arch: None,
 };
 
 #[cfg(target_arch = "nvptx64")]

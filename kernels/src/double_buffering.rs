@@ -52,6 +52,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 2,
     splits_k: false,
     vec4_only: false,
+    arch: None,
 };
 
 const _: () = assert!(

@@ -43,6 +43,9 @@ pub struct KernelSpec {
     /// is not (`k` rounded up to a multiple of 4, the added columns of `A` and rows of `B`
     /// zero).
     pub vec4_only: bool,
+    /// The one PTX module the kernel is in, when it uses instructions of that architecture
+    /// only (`wgmma` is sm_90a's); `None`: every module.
+    pub arch: Option<&'static str>,
 }
 
 impl KernelSpec {
@@ -61,6 +64,7 @@ impl KernelSpec {
             min_blocks_per_sm: 0,
             splits_k: false,
             vec4_only: false,
+            arch: None,
         }
     }
 

@@ -48,6 +48,7 @@ pub mod tensor_core;
 pub mod transpose;
 pub mod vectorized;
 pub mod warp_tile;
+pub mod warpgroup;
 pub mod wide_tile;
 
 pub use launch::KernelSpec;
@@ -67,4 +68,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     wide_tile::SPEC,
     pipelined::SPEC,
     tensor_core::SPEC,
+    warpgroup::SPEC,
 ];

@@ -325,3 +325,249 @@ pub unsafe fn mma_m16n8k8_tf32(d: &mut [f32; 4], a: &[f32; 4], b: &[f32; 2]) {
         );
     }
 }
+
+/// A `wgmma` shared-memory matrix descriptor for the layout without swizzling: the matrix is
+/// made of "core matrices" of 8 rows by 16 bytes (4 TF32 values along `K`), each 128
+/// contiguous bytes; `k_stride` bytes separate core matrices adjacent along `K` (the
+/// descriptor's "leading dimension byte offset") and `mn_stride` bytes those adjacent along `M`
+/// or `N` ("stride dimension byte offset"). Bits: start address / 16 in 0..14, `k_stride` / 16
+/// in 16..30, `mn_stride` / 16 in 32..46, swizzle mode 0 in 62..64.
+#[cfg(target_feature = "sm_90a")]
+#[derive(Clone, Copy)]
+pub struct MatrixDescriptor(u64);
+
+#[cfg(target_feature = "sm_90a")]
+impl MatrixDescriptor {
+    /// The descriptor of the matrix starting at `start` (16-byte aligned, below 256 KiB).
+    #[inline(always)]
+    pub fn new(start: SharedAddr, k_stride: u32, mn_stride: u32) -> Self {
+        let field = |bytes: u32| u64::from((bytes >> 4) & 0x3fff);
+        Self(field(start.0) | field(k_stride) << 16 | field(mn_stride) << 32)
+    }
+
+    /// The same layout starting `bytes` later (a multiple of 16 that keeps the start below
+    /// 256 KiB, so the address field does not carry).
+    #[inline(always)]
+    pub fn offset_bytes(self, bytes: u32) -> Self {
+        Self(self.0 + u64::from(bytes >> 4))
+    }
+}
+
+/// `wgmma.fence.sync.aligned`: orders this warp's earlier register accesses before the
+/// `wgmma` instructions that follow; needed before the first `wgmma` of a batch whose
+/// accumulators other instructions have touched.
+///
+/// # Safety
+/// `.sync.aligned`: every lane of the warp executes it together.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_fence() {
+    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) }
+}
+
+/// `fence.proxy.async.shared::cta`: makes this thread's ordinary shared-memory writes visible to
+/// the asynchronous proxy that `wgmma` reads its operands through (follow it with a barrier so
+/// that every thread's writes are covered).
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    // SAFETY: a memory fence has no preconditions.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: the warpgroup (4 warps, 128
+/// threads) multiplies the 64 x 8 TF32 matrix `A` by the 8 x 128 TF32 matrix `B`, both read
+/// from shared memory through their descriptors (both "K-major": 8 consecutive `k` of a row of
+/// `A` or of a column of `B` lie in one core-matrix row), and adds the product to the `f32`
+/// accumulators `d` when `accumulate` (else it overwrites them): `D = A B (+ D)`.
+///
+/// Warp `w` of the group holds rows `16 w..16 w + 16` of `D`; with `g = lane / 4`, `t = lane %
+/// 4`, `d[4 j + e]` is `D[16 w + g + 8 (e / 2)][8 j + 2 t + e % 2]` (the `mma.m16n8` accumulator
+/// layout, once per column block `j` of 8).
+///
+/// The instruction is asynchronous: it only starts here. Until [`wgmma_commit_group`] and a
+/// [`wgmma_wait_group`] that covers it, `d` must not be read or written by anything else, and
+/// the shared memory it reads must not change.
+///
+/// # Safety
+/// All 128 threads of the warpgroup execute it together, after [`wgmma_fence`]; the
+/// descriptors describe initialized shared memory of this block, published to the async proxy
+/// ([`fence_proxy_async_shared`] and a barrier); the contract above on `d`.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor, accumulate: bool) {
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.u32 p, {acc}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 \
+             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, \
+             {a}, {b}, p, 1, 1;",
+            "}}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
+            d8 = inout(reg32) d[8],
+            d9 = inout(reg32) d[9],
+            d10 = inout(reg32) d[10],
+            d11 = inout(reg32) d[11],
+            d12 = inout(reg32) d[12],
+            d13 = inout(reg32) d[13],
+            d14 = inout(reg32) d[14],
+            d15 = inout(reg32) d[15],
+            d16 = inout(reg32) d[16],
+            d17 = inout(reg32) d[17],
+            d18 = inout(reg32) d[18],
+            d19 = inout(reg32) d[19],
+            d20 = inout(reg32) d[20],
+            d21 = inout(reg32) d[21],
+            d22 = inout(reg32) d[22],
+            d23 = inout(reg32) d[23],
+            d24 = inout(reg32) d[24],
+            d25 = inout(reg32) d[25],
+            d26 = inout(reg32) d[26],
+            d27 = inout(reg32) d[27],
+            d28 = inout(reg32) d[28],
+            d29 = inout(reg32) d[29],
+            d30 = inout(reg32) d[30],
+            d31 = inout(reg32) d[31],
+            d32 = inout(reg32) d[32],
+            d33 = inout(reg32) d[33],
+            d34 = inout(reg32) d[34],
+            d35 = inout(reg32) d[35],
+            d36 = inout(reg32) d[36],
+            d37 = inout(reg32) d[37],
+            d38 = inout(reg32) d[38],
+            d39 = inout(reg32) d[39],
+            d40 = inout(reg32) d[40],
+            d41 = inout(reg32) d[41],
+            d42 = inout(reg32) d[42],
+            d43 = inout(reg32) d[43],
+            d44 = inout(reg32) d[44],
+            d45 = inout(reg32) d[45],
+            d46 = inout(reg32) d[46],
+            d47 = inout(reg32) d[47],
+            d48 = inout(reg32) d[48],
+            d49 = inout(reg32) d[49],
+            d50 = inout(reg32) d[50],
+            d51 = inout(reg32) d[51],
+            d52 = inout(reg32) d[52],
+            d53 = inout(reg32) d[53],
+            d54 = inout(reg32) d[54],
+            d55 = inout(reg32) d[55],
+            d56 = inout(reg32) d[56],
+            d57 = inout(reg32) d[57],
+            d58 = inout(reg32) d[58],
+            d59 = inout(reg32) d[59],
+            d60 = inout(reg32) d[60],
+            d61 = inout(reg32) d[61],
+            d62 = inout(reg32) d[62],
+            d63 = inout(reg32) d[63],
+            a = in(reg64) a.0,
+            b = in(reg64) b.0,
+            acc = in(reg32) accumulate as u32,
+            options(nostack),
+        );
+    }
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes the group of the `wgmma` instructions this warp
+/// started since the last commit.
+///
+/// # Safety
+/// `.sync.aligned`: every lane of the warp executes it together.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_commit_group() {
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) }
+}
+
+/// `wgmma.wait_group.sync.aligned N`: waits until at most `N` of this warp's committed `wgmma`
+/// groups are pending. The accumulators `d` pass through the instruction (as operands of the
+/// `asm!`), so the compiler neither reads them before it nor moves them across it: after it,
+/// `d` holds the results of every group but the `N` newest.
+///
+/// # Safety
+/// `.sync.aligned`: every lane of the warp executes it together.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_wait_group<const N: u32>(d: &mut [f32; 64]) {
+    unsafe {
+        asm!(
+            "wgmma.wait_group.sync.aligned {n};",
+            "// {d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}",
+            d0 = inout(reg32) d[0],
+            d1 = inout(reg32) d[1],
+            d2 = inout(reg32) d[2],
+            d3 = inout(reg32) d[3],
+            d4 = inout(reg32) d[4],
+            d5 = inout(reg32) d[5],
+            d6 = inout(reg32) d[6],
+            d7 = inout(reg32) d[7],
+            d8 = inout(reg32) d[8],
+            d9 = inout(reg32) d[9],
+            d10 = inout(reg32) d[10],
+            d11 = inout(reg32) d[11],
+            d12 = inout(reg32) d[12],
+            d13 = inout(reg32) d[13],
+            d14 = inout(reg32) d[14],
+            d15 = inout(reg32) d[15],
+            d16 = inout(reg32) d[16],
+            d17 = inout(reg32) d[17],
+            d18 = inout(reg32) d[18],
+            d19 = inout(reg32) d[19],
+            d20 = inout(reg32) d[20],
+            d21 = inout(reg32) d[21],
+            d22 = inout(reg32) d[22],
+            d23 = inout(reg32) d[23],
+            d24 = inout(reg32) d[24],
+            d25 = inout(reg32) d[25],
+            d26 = inout(reg32) d[26],
+            d27 = inout(reg32) d[27],
+            d28 = inout(reg32) d[28],
+            d29 = inout(reg32) d[29],
+            d30 = inout(reg32) d[30],
+            d31 = inout(reg32) d[31],
+            d32 = inout(reg32) d[32],
+            d33 = inout(reg32) d[33],
+            d34 = inout(reg32) d[34],
+            d35 = inout(reg32) d[35],
+            d36 = inout(reg32) d[36],
+            d37 = inout(reg32) d[37],
+            d38 = inout(reg32) d[38],
+            d39 = inout(reg32) d[39],
+            d40 = inout(reg32) d[40],
+            d41 = inout(reg32) d[41],
+            d42 = inout(reg32) d[42],
+            d43 = inout(reg32) d[43],
+            d44 = inout(reg32) d[44],
+            d45 = inout(reg32) d[45],
+            d46 = inout(reg32) d[46],
+            d47 = inout(reg32) d[47],
+            d48 = inout(reg32) d[48],
+            d49 = inout(reg32) d[49],
+            d50 = inout(reg32) d[50],
+            d51 = inout(reg32) d[51],
+            d52 = inout(reg32) d[52],
+            d53 = inout(reg32) d[53],
+            d54 = inout(reg32) d[54],
+            d55 = inout(reg32) d[55],
+            d56 = inout(reg32) d[56],
+            d57 = inout(reg32) d[57],
+            d58 = inout(reg32) d[58],
+            d59 = inout(reg32) d[59],
+            d60 = inout(reg32) d[60],
+            d61 = inout(reg32) d[61],
+            d62 = inout(reg32) d[62],
+            d63 = inout(reg32) d[63],
+            n = const N,
+            options(nostack),
+        );
+    }
+}

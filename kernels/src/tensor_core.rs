@@ -83,6 +83,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 2,
     splits_k: true,
     vec4_only: true,
+    arch: None,
 };
 
 const _: () = assert!(

@@ -42,6 +42,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 1,
     splits_k: false,
     vec4_only: false,
+    arch: None,
 };
 
 const _: () = assert!(

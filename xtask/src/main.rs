@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, scale, split_k, transpose};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose};
 
 /// One PTX module we ship.
 struct Arch {
@@ -20,7 +20,7 @@ struct Arch {
     flags: &'static str,
     /// Whether the kernels are tuned and measured on this architecture: only then are their
     /// launch bounds (`KernelSpec::min_blocks_per_sm`) written into the module. The register
-    /// caps they imply were fitted to sm_90's code; elsewhere ptxas is left free, so the
+    /// caps they imply were fitted to sm_90a's code; elsewhere ptxas is left free, so the
     /// module stays spill-free even if slower.
     tuned: bool,
 }
@@ -28,8 +28,8 @@ struct Arch {
 const ARCHES: &[Arch] = &[
     Arch { name: "sm_80", flags: "-C target-cpu=sm_80 -C llvm-args=-unroll-threshold=5000", tuned: false },
     Arch {
-        name: "sm_90",
-        flags: "-C target-cpu=sm_90 -C target-feature=+ptx80 -C llvm-args=-unroll-threshold=5000",
+        name: "sm_90a",
+        flags: "-C target-cpu=sm_90a -C target-feature=+ptx80 -C llvm-args=-unroll-threshold=5000",
         tuned: true,
     },
 ];
@@ -95,9 +95,10 @@ fn build_ptx() -> Result<(), String> {
     if failures.is_empty() { Ok(()) } else { Err(failures.join("\n")) }
 }
 
-/// Every kernel the host may launch must be an entry of the module.
+/// Every kernel the host may launch from this module must be an entry of it.
 fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
-    let entries = all_specs().flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
+    let in_module = all_specs().filter(|s| s.arch.is_none_or(|only| only == arch));
+    let entries = in_module.flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
     for entry in entries {
         if !ptx.contains(&format!(".entry {entry}(")) {
             return Err(format!("{arch}: kernel `{entry}` is registered but not in the PTX"));
@@ -132,10 +133,10 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, `scale_c`, `transpose` and the
+/// Every kernel the host may launch: the GEMM registry, `scale_c`, `transpose`, `pad` and the
 /// split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
-    GEMM_KERNELS.iter().chain([&scale::SPEC, &transpose::SPEC, &split_k::REDUCE])
+    GEMM_KERNELS.iter().chain([&scale::SPEC, &transpose::SPEC, &pad::SPEC, &split_k::REDUCE])
 }
 
 fn find_ptxas() -> Option<PathBuf> {

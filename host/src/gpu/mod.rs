@@ -24,9 +24,17 @@ use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, tensor_core, 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Result};
 
-/// The kernel module for each shipped architecture, newest first: `(major, name, PTX)`.
-const MODULES: &[(i32, &str, &str)] =
-    &[(9, "sm_90", include_str!("../../ptx/sm_90.ptx")), (8, "sm_80", include_str!("../../ptx/sm_80.ptx"))];
+/// The kernel module for a device of compute capability `(major, minor)`: `(name, PTX)`. The
+/// sm_90a module runs on 9.0 only (H100, H200; its `wgmma` instructions are not
+/// forward-compatible); every other device from 8.0 on gets the sm_80 module, which the driver
+/// compiles for it.
+fn module_for(major: i32, minor: i32) -> Option<(&'static str, &'static str)> {
+    match (major, minor) {
+        (9, 0) => Some(("sm_90a", include_str!("../../ptx/sm_90a.ptx"))),
+        (8.., _) => Some(("sm_80", include_str!("../../ptx/sm_80.ptx"))),
+        _ => None,
+    }
+}
 
 /// Static facts about the device a [`Gpu`] runs on.
 #[derive(Clone, Debug)]
@@ -39,7 +47,7 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// L2 cache size in bytes.
     pub l2_bytes: usize,
-    /// The PTX module that was loaded (`sm_80`, `sm_90`).
+    /// The PTX module that was loaded (`sm_80`, `sm_90a`).
     pub ptx_arch: &'static str,
 }
 
@@ -139,10 +147,8 @@ impl Gpu {
         let attr = |a| ctx.attribute(a).map_err(Error::cuda("reading a device attribute"));
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
-        let &(_, ptx_arch, ptx) = MODULES
-            .iter()
-            .find(|(min_major, _, _)| major >= *min_major)
-            .ok_or_else(|| Error::UnsupportedGpu { name: name.clone(), major, minor })?;
+        let (ptx_arch, ptx) =
+            module_for(major, minor).ok_or_else(|| Error::UnsupportedGpu { name: name.clone(), major, minor })?;
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(Error::cuda("loading the kernel module"))?;
         let load_entry = |entry: &str, smem_bytes: u32| -> Result<CudaFunction> {
             let function = module.load_function(entry).map_err(Error::cuda("loading a kernel"))?;
@@ -161,7 +167,8 @@ impl Gpu {
             let vec4 = spec.vec4_entry.map(|e| load_entry(e, spec.smem_bytes)).transpose()?;
             Ok(GpuKernel { spec, function, vec4 })
         };
-        let kernels = GEMM_KERNELS.iter().map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
+        let in_module = GEMM_KERNELS.iter().filter(|s| s.arch.is_none_or(|only| only == ptx_arch));
+        let kernels = in_module.map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -176,7 +183,7 @@ impl Gpu {
         &self.info
     }
 
-    /// The GEMM kernels, in ladder order.
+    /// The GEMM kernels of this device's module, in ladder order.
     pub fn kernels(&self) -> &[GpuKernel] {
         &self.kernels
     }

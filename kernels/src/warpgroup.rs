@@ -1,0 +1,309 @@
+//! Step 14, Hopper's warpgroup MMA: the 3xTF32 products of [`tensor_core`](crate::tensor_core)
+//! issued as asynchronous `wgmma` instructions that read both operands from shared memory,
+//! with each operand split into its TF32 `(hi, lo)` parts once per tile instead of once per use.
+//!
+//! Why: `tensor_core` (`mma.sync`) issues 5.9 instructions per tensor instruction and keeps
+//! the tensor pipe 48% busy (ncu): every lane loads its fragments, splits them (again for
+//! every column group), adds each step's products to its accumulators, and waits for the
+//! tensor cores in between. Here a warpgroup (4 warps, 128 threads) multiplies a 64 x 8 slice
+//! of `A` by an 8 x 128 slice of `B` in one instruction (`m64n128k8`), reading both from shared
+//! memory, and the instruction runs while the threads prepare the next tile.
+//!
+//! Per 32-deep tile `t`:
+//! 1. The 12 `wgmma` of tile `t` start (4 steps of 8 `k`, 3 products each: `a_lo b_hi`,
+//!    `a_hi b_lo`, `a_hi b_hi`, see `tensor_core` for the split and its accuracy), summing into a
+//!    fresh set of 64 accumulators per thread, `step`.
+//! 2. Meanwhile the threads start the `cp.async` copies of tile `t + 2`, wait for tile `t + 1`
+//!    and split it: read the raw tile, round each value to TF32 (`hi`, with two integer
+//!    instructions) and the remainder too (`lo`), and write `A_hi`, `A_lo`, `B_hi`, `B_lo` in
+//!    the core-matrix layout `wgmma` reads (8 rows of 16 bytes per 128-byte block; `B`
+//!    transposed on the way, since TF32 `wgmma` wants both operands "K-major").
+//! 3. They wait for tile `t`'s products and add `step` to the accumulators with `f32` additions
+//!    (round to nearest): the tensor cores' own additions round toward zero, which on a running
+//!    sum of thousands of terms grew the error 15 times beyond `f32`'s (`tensor_core`); a
+//!    32-deep tile is the span they accumulate here.
+//!
+//! Block: 128 x 128 of `C`, two warpgroups of 64 x 128 each; shared memory: 2 raw stages
+//! (`A` rows padded to 36 floats, `B` rows to 136, so the split reads are conflict-free) and 2
+//! split sets of 64 KiB, 198 KiB in all, one block per SM. Non-finite results are recomputed
+//! exactly as in `tensor_core`, and `K` can be split across `blockIdx.z` by the same
+//! convention; the host pads operands whose rows are not a multiple of 4 floats (`vec4_only`).
+//!
+//! The instructions exist only on sm_90a (H100, H200), so the kernel is only in that module.
+
+use crate::launch::KernelSpec;
+
+/// Rows and columns of `C` per block, and the `K` depth of a tile.
+const BM: u32 = 128;
+const BN: u32 = 128;
+const BK: u32 = 32;
+/// Threads per block: two warpgroups.
+const THREADS: u32 = 256;
+/// Raw tiles in flight or being split.
+const STAGES: u32 = 2;
+/// Row stride of a raw `A` tile (`[BM][A_LD]`), in floats: the split reads 16-byte pieces of
+/// 8 consecutive rows at once, 144 bytes apart, in 8 distinct groups of 4 banks.
+const A_LD: u32 = BK + 4;
+/// Row stride of a raw `B` tile (`[BK][B_LD]`).
+const B_LD: u32 = BN + 8;
+/// Bytes of one split operand half (`A_hi`, `A_lo`, `B_hi` or `B_lo`: 128 x 32 values).
+const HALF: u32 = BM * BK * 4;
+/// Bytes of one split set: `A_hi`, `A_lo`, `B_hi`, `B_lo`.
+const SPLIT: u32 = 4 * HALF;
+/// Bytes of a raw stage's `A` tile, which its `B` tile follows.
+const A_RAW: u32 = BM * A_LD * 4;
+/// Bytes of one raw stage.
+const STAGE: u32 = A_RAW + BK * B_LD * 4;
+
+/// Launch configuration of [`sgemm_warpgroup`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "warpgroup",
+    entry: "sgemm_warpgroup",
+    vec4_entry: None,
+    summary: "128x128x32 tile on wgmma.m64n128k8 TF32 (sm_90a), operands split once per tile",
+    block: (THREADS, 1),
+    tile: (BM, BN),
+    smem_bytes: 2 * SPLIT + STAGES * STAGE,
+    min_blocks_per_sm: 1,
+    splits_k: true,
+    vec4_only: true,
+    arch: Some("sm_90a"),
+};
+
+const _: () = assert!(
+    BM == BN && BM * BK / 4 == 4 * THREADS && BK == 32 && STAGES == 2,
+    "each thread copies and splits four 16-byte pieces of each operand per tile"
+);
+
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+mod device_code {
+    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SPLIT, STAGE, THREADS};
+    use crate::device::*;
+    use crate::ptx::{
+        F32x4, MatrixDescriptor, SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
+        fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, wgmma_commit_group,
+        wgmma_fence, wgmma_m64n128k8_tf32, wgmma_wait_group,
+    };
+
+    /// Byte offsets of the four halves in a split set.
+    const A_HI: u32 = 0;
+    const A_LO: u32 = HALF;
+    const B_HI: u32 = 2 * HALF;
+    const B_LO: u32 = 3 * HALF;
+    /// Bytes between core matrices adjacent along `K`, and along `M` (or `N`): core matrix
+    /// `(r / 8, c)` of a half, for rows `r` and 4-deep `k` pieces `c`, is 128 bytes at
+    /// `(r / 8 * 8 + c) * 128`.
+    const K_STRIDE: u32 = 128;
+    const MN_STRIDE: u32 = (BK / 4) * 128;
+
+    /// The byte offset, in a split half, of the 16-byte piece `c` (values `4 c..4 c + 4` along
+    /// `K`) of row `r`.
+    #[inline(always)]
+    fn core_offset(r: u32, c: u32) -> u32 {
+        (r / 8) * MN_STRIDE + c * K_STRIDE + (r % 8) * 16
+    }
+
+    /// `x` rounded to TF32, to nearest with ties away from zero, as an `f32` whose low 13
+    /// mantissa bits are zero: adding half a TF32 unit to the bits carries into the kept ones
+    /// exactly when the dropped ones are at least half a unit (into the exponent too, which
+    /// is how a value rounds up to the next binade or to infinity). Two integer instructions,
+    /// where `cvt.rna.tf32.f32` is four on sm_90. A NaN may come out infinite; the split
+    /// below still makes such a product non-finite.
+    #[inline(always)]
+    fn round_tf32(x: f32) -> f32 {
+        f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
+    }
+
+    /// Four values split into `(hi, lo)`: `hi = tf32(x)`, `lo = tf32(x - hi)` (`x - hi` is exact).
+    /// An infinite or NaN `x` gives a NaN `lo`, so every product it enters is NaN and the
+    /// epilogue recomputes the output exactly.
+    #[inline(always)]
+    fn split4(x: F32x4) -> (F32x4, F32x4) {
+        let hi = x.0.map(round_tf32);
+        (F32x4(hi), F32x4(core::array::from_fn(|i| round_tf32(x.0[i] - hi[i]))))
+    }
+
+    /// [`dot`] out of line, as in `tensor_core`: the IEEE result for an output the tensor
+    /// cores cannot give.
+    ///
+    /// # Safety
+    /// [`dot`]'s contract.
+    #[inline(never)]
+    unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
+        // SAFETY: the caller's contract is dot's.
+        unsafe { dot(k, a, lda, b, ldb, row, col) }
+    }
+
+    /// The GEMM of block `z`'s K slice, as `tensor_core`'s (the split-K convention of
+    /// [`split_k`](crate::split_k::device_code::k_slice)).
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::device)) for every slice.
+    #[inline(always)]
+    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+        let z_k = block_z() * k;
+        let tid = thread_x();
+        let (row0, col0) = (block_y() * BM, block_x() * BN);
+
+        // Copies: A row a_row, 4-vectors at k a_k + 8 v (two lanes per row read 32
+        // contiguous bytes); B rows b_k + 8 i, columns b_col..b_col + 4.
+        let (a_row, a_k) = (tid / 2, tid % 2 * 4);
+        let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
+        const B_ROW_STEP: u32 = THREADS / (BN / 4);
+        let a_row_ok = row0 + a_row < m;
+        let b_col_ok = col0 + b_col < n;
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, z_k + a_k, lda));
+        let mut b_ptr = b.wrapping_add(offset(z_k + b_k, col0 + b_col, ldb));
+        let b_step = B_ROW_STEP as usize * ldb as usize;
+
+        let smem = dynamic_shared_f32();
+        // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
+        let base = unsafe { SharedAddr::of(smem) };
+        let raw = base.offset_bytes(2 * SPLIT);
+        let a_dst = raw.offset_bytes((a_row * A_LD + a_k) * 4);
+        let b_dst = raw.offset_bytes(A_RAW + (b_k * B_LD + b_col) * 4);
+
+        // Starts the copies of tile `k0` into the raw stage at byte offset `stage`, as one group.
+        let mut copy_tile = #[inline(always)]
+        |stage: u32, k0: u32| {
+            // SAFETY: the guards admit only 4-vectors inside A and B (the rest is zero-filled),
+            // under the host's padding (SPEC.vec4_only), as in tensor_core. The stage is not
+            // read until this group is waited for and a barrier passed.
+            unsafe {
+                for v in 0..4 {
+                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
+                    cp_async_cg_16(a_dst.offset_bytes(stage + 32 * v), a_ptr.wrapping_add(8 * v as usize), ok);
+                }
+                let mut src = b_ptr;
+                for i in 0..BK / B_ROW_STEP {
+                    let ok = k0 + b_k + B_ROW_STEP * i < k && b_col_ok;
+                    cp_async_cg_16(b_dst.offset_bytes(stage + i * B_ROW_STEP * B_LD * 4), src, ok);
+                    src = src.wrapping_add(b_step);
+                }
+                cp_async_commit_group();
+            }
+            a_ptr = a_ptr.wrapping_add(BK as usize);
+            b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
+        };
+
+        // The split of a raw stage into a split set. Thread tid takes rows (of A) and columns
+        // (of B) r = tid % 128 and 16-byte pieces c = tid / 128 + 2 j along K: 8 consecutive
+        // lanes read 8 rows 144 bytes apart (A) or one row's 32 consecutive floats (B), and
+        // write one core matrix's 128 contiguous bytes. No bank conflicts.
+        let (r, c0) = (tid % BM, tid / BM);
+        let split = #[inline(always)]
+        |stage: u32, set: u32| {
+            let set = base.offset_bytes(set);
+            for j in 0..4 {
+                let c = c0 + 2 * j;
+                let to = core_offset(r, c);
+                // SAFETY: inside the raw stage, published by the last barrier; the split set
+                // is not read by a pending wgmma (the loop's protocol).
+                unsafe {
+                    let (hi, lo) = split4(ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4)));
+                    st_shared_v4_f32(set.offset_bytes(A_HI + to), hi);
+                    st_shared_v4_f32(set.offset_bytes(A_LO + to), lo);
+                    let b_at = |i: u32| raw.offset_bytes(stage + A_RAW + ((4 * c + i) * B_LD + r) * 4);
+                    let x = F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32))));
+                    let (hi, lo) = split4(x);
+                    st_shared_v4_f32(set.offset_bytes(B_HI + to), hi);
+                    st_shared_v4_f32(set.offset_bytes(B_LO + to), lo);
+                }
+            }
+            fence_proxy_async_shared();
+        };
+
+        // Warpgroup w multiplies rows 64 w.. of the tile: its A halves start 8 core rows on.
+        let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
+        let a_desc = MatrixDescriptor::new(base.offset_bytes(group * 8 * MN_STRIDE), K_STRIDE, MN_STRIDE);
+        let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
+        // Starts the 12 products of the tile in split set `set` into `step`.
+        let products = #[inline(always)]
+        |step: &mut [f32; 64], set: u32| {
+            // SAFETY: the whole warpgroup runs this together; the split set was written and
+            // published (proxy fence and barrier) before; step is not touched until the
+            // wait below.
+            unsafe {
+                wgmma_fence();
+                for s in 0..BK / 8 {
+                    // Step s: pieces 2 s and 2 s + 1 along K, K_STRIDE apart.
+                    let at = |half: u32| set + half + 2 * s * K_STRIDE;
+                    let (a_hi, a_lo) = (a_desc.offset_bytes(at(A_HI)), a_desc.offset_bytes(at(A_LO)));
+                    let (b_hi, b_lo) = (b_desc.offset_bytes(at(B_HI)), b_desc.offset_bytes(at(B_LO)));
+                    wgmma_m64n128k8_tf32(step, a_lo, b_hi, s > 0);
+                    wgmma_m64n128k8_tf32(step, a_hi, b_lo, true);
+                    wgmma_m64n128k8_tf32(step, a_hi, b_hi, true);
+                }
+                wgmma_commit_group();
+            }
+        };
+
+        // Prologue: tiles 0 and 1 in flight; tile 0 split into set 0.
+        copy_tile(0, 0);
+        copy_tile(STAGE, BK);
+        // SAFETY: waiting has no preconditions.
+        unsafe { cp_async_wait_group::<1>() };
+        sync_threads();
+        split(0, 0);
+        sync_threads();
+
+        let mut acc = [0.0f32; 64];
+        let mut step = [0.0f32; 64];
+        let tiles = k.div_ceil(BK);
+        let (mut stage, mut set) = (0, 0);
+        for t in 0..tiles {
+            products(&mut step, set);
+            // The raw stage of tile t was split before the last barrier: refill it with tile
+            // t + 2 (zero-filled past K).
+            copy_tile(stage, (t + 2) * BK);
+            stage ^= STAGE;
+            set ^= SPLIT;
+            if t + 1 < tiles {
+                // Tile t + 1 has landed (only tile t + 2's group may be pending); the barrier
+                // publishes it, and proves both warpgroups waited for tile t - 1's products,
+                // the last readers of the split set it goes to.
+                // SAFETY: as above.
+                unsafe { cp_async_wait_group::<1>() };
+                sync_threads();
+                split(stage, set);
+            }
+            // SAFETY: the whole warpgroup waits together.
+            unsafe { wgmma_wait_group::<0>(&mut step) };
+            for (x, y) in acc.iter_mut().zip(&step) {
+                *x += y;
+            }
+            sync_threads();
+        }
+        // Drain the (zero-filled) copies still in flight.
+        // SAFETY: as above.
+        unsafe { cp_async_wait_group::<0>() };
+
+        let (g, t) = (lane / 4, lane % 4);
+        let c = c.wrapping_add(block_z() as usize * m as usize * n as usize);
+        for (i, &x) in acc.iter().enumerate() {
+            let (j, e) = (i as u32 / 4, i as u32 % 4);
+            let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
+            let col = col0 + 8 * j + 2 * t + e % 2;
+            if row < m && col < n {
+                // SAFETY: row < m, col < n: inside the slice's A rows, B columns and C.
+                unsafe {
+                    let x = if x.is_finite() {
+                        x
+                    } else {
+                        let (a, b) = (a.add(z_k as usize), b.add(offset(z_k, 0, ldb)));
+                        exact_dot(k, a, lda, b, ldb, row, col)
+                    };
+                    update_c(c.add(offset(row, col, ldc)), alpha, x, beta);
+                }
+            }
+        }
+    }
+
+    gemm_entry! {
+        /// `C = alpha * A * B + beta * C`, or one K slice of it per `blockIdx.z` (split-K),
+        /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
+        /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
+        /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
+        sgemm_warpgroup => gemm
+    }
+}
