@@ -19,7 +19,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, tensor_core, transpose};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, tensor_core, transpose, warpgroup};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Result};
@@ -116,12 +116,13 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-/// The kernels [`Gpu::gemm`] picks from when none is named ([`Gpu::choose`]): `tensor_core`
-/// (3xTF32 on the tensor cores, `f32` accuracy) when its tiles fill a wave of the GPU, else
-/// `split_k` (FFMA, `K` split across more blocks), which measured faster on the H100 where
-/// the tensor-core tiles would need splitting too (n = 1000 and 1024: 0.93x and 1.00x cuBLAS
+/// The kernels [`Gpu::gemm`] picks from when none is named ([`Gpu::choose`]), in order of
+/// preference: `warpgroup` (3xTF32 on `wgmma`, `f32` accuracy; sm_90a devices only) for every
+/// shape, else `tensor_core` (3xTF32 on `mma.sync`) when its tiles fill a wave of the GPU, else
+/// `split_k` (FFMA, `K` split across more blocks), which measured faster than `tensor_core` on
+/// the H100 where its tiles would need splitting too (n = 1000 and 1024: 0.93x and 1.00x cuBLAS
 /// against 0.84x and 0.89x).
-pub const AUTO_KERNELS: [&str; 2] = [tensor_core::SPEC.name, split_k::SPEC.name];
+pub const AUTO_KERNELS: [&str; 3] = [warpgroup::SPEC.name, tensor_core::SPEC.name, split_k::SPEC.name];
 
 /// The least depth of a K slice worth its own block (split-K).
 const MIN_SLICE_K: usize = 128;
@@ -203,13 +204,16 @@ impl Gpu {
     }
 
     /// The kernel called `name`, or for `None` the automatic choice for a GEMM of `m x n` by
-    /// `k` ([`AUTO_KERNELS`]): `tensor_core` when its tiles alone fill a wave of resident
-    /// blocks (no K split), else `split_k`.
+    /// `k` ([`AUTO_KERNELS`]): `warpgroup` where the device has it, else `tensor_core` when
+    /// its tiles alone fill a wave of resident blocks (no K split), else `split_k`.
     pub fn choose(&self, name: Option<&str>, (m, n, k): (usize, usize, usize)) -> Result<&GpuKernel> {
         if let Some(name) = name {
             return self.kernel(name);
         }
-        let [large, small] = AUTO_KERNELS;
+        let [wgmma, large, small] = AUTO_KERNELS;
+        if let Ok(warpgroup) = self.kernel(wgmma) {
+            return Ok(warpgroup);
+        }
         let tensor_core = self.kernel(large)?;
         if self.k_slices(&tensor_core.spec, m, n, k) == 1 { Ok(tensor_core) } else { self.kernel(small) }
     }
