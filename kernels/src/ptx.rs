@@ -375,11 +375,87 @@ pub fn fence_proxy_async_shared() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
 
+/// `asm!` with the 64 accumulators `$d` of an `m64n128` `wgmma` tile as the operands `d0..d63`,
+/// passed `inout` or `out` (`$dir`), after the template and before the other operands.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! asm_with_accumulators {
+    ($dir:ident $d:ident, $($template:literal),+; $($operands:tt)*) => {
+        asm!(
+            $($template),+,
+            d0 = $dir(reg32) $d[0],
+            d1 = $dir(reg32) $d[1],
+            d2 = $dir(reg32) $d[2],
+            d3 = $dir(reg32) $d[3],
+            d4 = $dir(reg32) $d[4],
+            d5 = $dir(reg32) $d[5],
+            d6 = $dir(reg32) $d[6],
+            d7 = $dir(reg32) $d[7],
+            d8 = $dir(reg32) $d[8],
+            d9 = $dir(reg32) $d[9],
+            d10 = $dir(reg32) $d[10],
+            d11 = $dir(reg32) $d[11],
+            d12 = $dir(reg32) $d[12],
+            d13 = $dir(reg32) $d[13],
+            d14 = $dir(reg32) $d[14],
+            d15 = $dir(reg32) $d[15],
+            d16 = $dir(reg32) $d[16],
+            d17 = $dir(reg32) $d[17],
+            d18 = $dir(reg32) $d[18],
+            d19 = $dir(reg32) $d[19],
+            d20 = $dir(reg32) $d[20],
+            d21 = $dir(reg32) $d[21],
+            d22 = $dir(reg32) $d[22],
+            d23 = $dir(reg32) $d[23],
+            d24 = $dir(reg32) $d[24],
+            d25 = $dir(reg32) $d[25],
+            d26 = $dir(reg32) $d[26],
+            d27 = $dir(reg32) $d[27],
+            d28 = $dir(reg32) $d[28],
+            d29 = $dir(reg32) $d[29],
+            d30 = $dir(reg32) $d[30],
+            d31 = $dir(reg32) $d[31],
+            d32 = $dir(reg32) $d[32],
+            d33 = $dir(reg32) $d[33],
+            d34 = $dir(reg32) $d[34],
+            d35 = $dir(reg32) $d[35],
+            d36 = $dir(reg32) $d[36],
+            d37 = $dir(reg32) $d[37],
+            d38 = $dir(reg32) $d[38],
+            d39 = $dir(reg32) $d[39],
+            d40 = $dir(reg32) $d[40],
+            d41 = $dir(reg32) $d[41],
+            d42 = $dir(reg32) $d[42],
+            d43 = $dir(reg32) $d[43],
+            d44 = $dir(reg32) $d[44],
+            d45 = $dir(reg32) $d[45],
+            d46 = $dir(reg32) $d[46],
+            d47 = $dir(reg32) $d[47],
+            d48 = $dir(reg32) $d[48],
+            d49 = $dir(reg32) $d[49],
+            d50 = $dir(reg32) $d[50],
+            d51 = $dir(reg32) $d[51],
+            d52 = $dir(reg32) $d[52],
+            d53 = $dir(reg32) $d[53],
+            d54 = $dir(reg32) $d[54],
+            d55 = $dir(reg32) $d[55],
+            d56 = $dir(reg32) $d[56],
+            d57 = $dir(reg32) $d[57],
+            d58 = $dir(reg32) $d[58],
+            d59 = $dir(reg32) $d[59],
+            d60 = $dir(reg32) $d[60],
+            d61 = $dir(reg32) $d[61],
+            d62 = $dir(reg32) $d[62],
+            d63 = $dir(reg32) $d[63],
+            $($operands)*
+        )
+    };
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: the warpgroup (4 warps, 128
 /// threads) multiplies the 64 x 8 TF32 matrix `A` by the 8 x 128 TF32 matrix `B`, both read
-/// from shared memory through their descriptors (both "K-major": 8 consecutive `k` of a row of
-/// `A` or of a column of `B` lie in one core-matrix row), and adds the product to the `f32`
-/// accumulators `d` when `accumulate` (else it overwrites them): `D = A B (+ D)`.
+/// from shared memory through their descriptors (both "K-major": 4 consecutive `k` of a row of
+/// `A` or of a column of `B` are one 16-byte core-matrix row), and adds the product to the
+/// `f32` accumulators: `D = A B + D`. [`wgmma_m64n128k8_tf32_into`] overwrites them instead.
 ///
 /// Warp `w` of the group holds rows `16 w..16 w + 16` of `D`; with `g = lane / 4`, `t = lane %
 /// 4`, `d[4 j + e]` is `D[16 w + g + 8 (e / 2)][8 j + 2 t + e % 2]` (the `mma.m16n8` accumulator
@@ -395,83 +471,32 @@ pub fn fence_proxy_async_shared() {
 /// ([`fence_proxy_async_shared`] and a barrier); the contract above on `d`.
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor, accumulate: bool) {
+pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
     unsafe {
-        asm!(
-            "{{",
-            ".reg .pred p;",
-            "setp.ne.u32 p, {acc}, 0;",
+        asm_with_accumulators!(inout d,
             "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 \
-             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, \
-             {a}, {b}, p, 1, 1;",
-            "}}",
-            d0 = inout(reg32) d[0],
-            d1 = inout(reg32) d[1],
-            d2 = inout(reg32) d[2],
-            d3 = inout(reg32) d[3],
-            d4 = inout(reg32) d[4],
-            d5 = inout(reg32) d[5],
-            d6 = inout(reg32) d[6],
-            d7 = inout(reg32) d[7],
-            d8 = inout(reg32) d[8],
-            d9 = inout(reg32) d[9],
-            d10 = inout(reg32) d[10],
-            d11 = inout(reg32) d[11],
-            d12 = inout(reg32) d[12],
-            d13 = inout(reg32) d[13],
-            d14 = inout(reg32) d[14],
-            d15 = inout(reg32) d[15],
-            d16 = inout(reg32) d[16],
-            d17 = inout(reg32) d[17],
-            d18 = inout(reg32) d[18],
-            d19 = inout(reg32) d[19],
-            d20 = inout(reg32) d[20],
-            d21 = inout(reg32) d[21],
-            d22 = inout(reg32) d[22],
-            d23 = inout(reg32) d[23],
-            d24 = inout(reg32) d[24],
-            d25 = inout(reg32) d[25],
-            d26 = inout(reg32) d[26],
-            d27 = inout(reg32) d[27],
-            d28 = inout(reg32) d[28],
-            d29 = inout(reg32) d[29],
-            d30 = inout(reg32) d[30],
-            d31 = inout(reg32) d[31],
-            d32 = inout(reg32) d[32],
-            d33 = inout(reg32) d[33],
-            d34 = inout(reg32) d[34],
-            d35 = inout(reg32) d[35],
-            d36 = inout(reg32) d[36],
-            d37 = inout(reg32) d[37],
-            d38 = inout(reg32) d[38],
-            d39 = inout(reg32) d[39],
-            d40 = inout(reg32) d[40],
-            d41 = inout(reg32) d[41],
-            d42 = inout(reg32) d[42],
-            d43 = inout(reg32) d[43],
-            d44 = inout(reg32) d[44],
-            d45 = inout(reg32) d[45],
-            d46 = inout(reg32) d[46],
-            d47 = inout(reg32) d[47],
-            d48 = inout(reg32) d[48],
-            d49 = inout(reg32) d[49],
-            d50 = inout(reg32) d[50],
-            d51 = inout(reg32) d[51],
-            d52 = inout(reg32) d[52],
-            d53 = inout(reg32) d[53],
-            d54 = inout(reg32) d[54],
-            d55 = inout(reg32) d[55],
-            d56 = inout(reg32) d[56],
-            d57 = inout(reg32) d[57],
-            d58 = inout(reg32) d[58],
-            d59 = inout(reg32) d[59],
-            d60 = inout(reg32) d[60],
-            d61 = inout(reg32) d[61],
-            d62 = inout(reg32) d[62],
-            d63 = inout(reg32) d[63],
+             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {a}, {b}, 1, 1, 1;";
             a = in(reg64) a.0,
             b = in(reg64) b.0,
-            acc = in(reg32) accumulate as u32,
+            options(nostack),
+        );
+    }
+}
+
+/// [`wgmma_m64n128k8_tf32`] with `D = A B`: the accumulators' old values are not read, so the
+/// compiler may use their registers for other values up to this point.
+///
+/// # Safety
+/// As [`wgmma_m64n128k8_tf32`].
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_m64n128k8_tf32_into(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
+    unsafe {
+        asm_with_accumulators!(out d,
+            "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 \
+             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {a}, {b}, 0, 1, 1;";
+            a = in(reg64) a.0,
+            b = in(reg64) b.0,
             options(nostack),
         );
     }
@@ -499,73 +524,9 @@ pub unsafe fn wgmma_commit_group() {
 #[inline(always)]
 pub unsafe fn wgmma_wait_group<const N: u32>(d: &mut [f32; 64]) {
     unsafe {
-        asm!(
+        asm_with_accumulators!(inout d,
             "wgmma.wait_group.sync.aligned {n};",
-            "// {d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}",
-            d0 = inout(reg32) d[0],
-            d1 = inout(reg32) d[1],
-            d2 = inout(reg32) d[2],
-            d3 = inout(reg32) d[3],
-            d4 = inout(reg32) d[4],
-            d5 = inout(reg32) d[5],
-            d6 = inout(reg32) d[6],
-            d7 = inout(reg32) d[7],
-            d8 = inout(reg32) d[8],
-            d9 = inout(reg32) d[9],
-            d10 = inout(reg32) d[10],
-            d11 = inout(reg32) d[11],
-            d12 = inout(reg32) d[12],
-            d13 = inout(reg32) d[13],
-            d14 = inout(reg32) d[14],
-            d15 = inout(reg32) d[15],
-            d16 = inout(reg32) d[16],
-            d17 = inout(reg32) d[17],
-            d18 = inout(reg32) d[18],
-            d19 = inout(reg32) d[19],
-            d20 = inout(reg32) d[20],
-            d21 = inout(reg32) d[21],
-            d22 = inout(reg32) d[22],
-            d23 = inout(reg32) d[23],
-            d24 = inout(reg32) d[24],
-            d25 = inout(reg32) d[25],
-            d26 = inout(reg32) d[26],
-            d27 = inout(reg32) d[27],
-            d28 = inout(reg32) d[28],
-            d29 = inout(reg32) d[29],
-            d30 = inout(reg32) d[30],
-            d31 = inout(reg32) d[31],
-            d32 = inout(reg32) d[32],
-            d33 = inout(reg32) d[33],
-            d34 = inout(reg32) d[34],
-            d35 = inout(reg32) d[35],
-            d36 = inout(reg32) d[36],
-            d37 = inout(reg32) d[37],
-            d38 = inout(reg32) d[38],
-            d39 = inout(reg32) d[39],
-            d40 = inout(reg32) d[40],
-            d41 = inout(reg32) d[41],
-            d42 = inout(reg32) d[42],
-            d43 = inout(reg32) d[43],
-            d44 = inout(reg32) d[44],
-            d45 = inout(reg32) d[45],
-            d46 = inout(reg32) d[46],
-            d47 = inout(reg32) d[47],
-            d48 = inout(reg32) d[48],
-            d49 = inout(reg32) d[49],
-            d50 = inout(reg32) d[50],
-            d51 = inout(reg32) d[51],
-            d52 = inout(reg32) d[52],
-            d53 = inout(reg32) d[53],
-            d54 = inout(reg32) d[54],
-            d55 = inout(reg32) d[55],
-            d56 = inout(reg32) d[56],
-            d57 = inout(reg32) d[57],
-            d58 = inout(reg32) d[58],
-            d59 = inout(reg32) d[59],
-            d60 = inout(reg32) d[60],
-            d61 = inout(reg32) d[61],
-            d62 = inout(reg32) d[62],
-            d63 = inout(reg32) d[63],
+            "// {d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}";
             n = const N,
             options(nostack),
         );

@@ -82,7 +82,7 @@ mod device_code {
     use crate::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
         fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, wgmma_commit_group,
-        wgmma_fence, wgmma_m64n128k8_tf32, wgmma_wait_group,
+        wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
 
     /// Byte offsets of the four halves in a split set.
@@ -230,9 +230,13 @@ mod device_code {
                     let at = |half: u32| set + half + 2 * s * K_STRIDE;
                     let (a_hi, a_lo) = (a_desc.offset_bytes(at(A_HI)), a_desc.offset_bytes(at(A_LO)));
                     let (b_hi, b_lo) = (b_desc.offset_bytes(at(B_HI)), b_desc.offset_bytes(at(B_LO)));
-                    wgmma_m64n128k8_tf32(step, a_lo, b_hi, s > 0);
-                    wgmma_m64n128k8_tf32(step, a_hi, b_lo, true);
-                    wgmma_m64n128k8_tf32(step, a_hi, b_hi, true);
+                    if s == 0 {
+                        wgmma_m64n128k8_tf32_into(step, a_lo, b_hi);
+                    } else {
+                        wgmma_m64n128k8_tf32(step, a_lo, b_hi);
+                    }
+                    wgmma_m64n128k8_tf32(step, a_hi, b_lo);
+                    wgmma_m64n128k8_tf32(step, a_hi, b_hi);
                 }
                 wgmma_commit_group();
             }
