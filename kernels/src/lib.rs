@@ -5,9 +5,11 @@
 //! with leading dimensions, for any `M`, `N`, `K` (edges are guarded, never assumed away), and
 //! reads `C` only when `beta != 0`.
 //!
-//! The crate compiles twice:
-//! - for `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`), where it is `#![no_std]` and the
-//!   `extern "ptx-kernel"` functions and the [`ptx`] instruction wrappers exist;
+//! The crate compiles for two kinds of targets:
+//! - for `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`, once per shipped module: sm_80 and
+//!   sm_90a), where it is `#![no_std]` and the `extern "ptx-kernel"` functions and the [`ptx`]
+//!   instruction wrappers exist; a kernel that needs one architecture's instructions is
+//!   compiled into that module only ([`KernelSpec::arch`]: `warpgroup`'s `wgmma` is sm_90a's);
 //! - for the host, where only the launch geometry ([`launch`]) and the kernel registry
 //!   ([`GEMM_KERNELS`]) exist, so the host launches each kernel with the very constants the
 //!   device code was compiled with.

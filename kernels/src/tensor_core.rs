@@ -43,7 +43,8 @@
 //! puts the tensor pipe at 48% busy, with 5.9 instructions issued per tensor instruction
 //! (splits, additions, loads, moves) and ptxas at 255 registers: cheaper splits (two integer
 //! instructions instead of `cvt.rna`'s four, or splitting `A` once per step) made it spill
-//! 400-620 bytes, so they are not in.
+//! 400-620 bytes, so they are not in. On sm_90a, [`warpgroup`](crate::warpgroup) (step 14)
+//! takes these products to Hopper's asynchronous `wgmma` and supersedes this kernel there.
 
 use crate::launch::KernelSpec;
 

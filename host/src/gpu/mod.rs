@@ -148,8 +148,11 @@ impl Gpu {
         let attr = |a| ctx.attribute(a).map_err(Error::cuda("reading a device attribute"));
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
-        let (ptx_arch, ptx) =
-            module_for(major, minor).ok_or_else(|| Error::UnsupportedGpu { name: name.clone(), major, minor })?;
+        let (ptx_arch, ptx) = module_for(major, minor).ok_or_else(|| Error::UnsupportedGpu {
+            name: name.clone(),
+            major,
+            minor,
+        })?;
         let module = ctx.load_module(Ptx::from_src(ptx)).map_err(Error::cuda("loading the kernel module"))?;
         let load_entry = |entry: &str, smem_bytes: u32| -> Result<CudaFunction> {
             let function = module.load_function(entry).map_err(Error::cuda("loading a kernel"))?;
