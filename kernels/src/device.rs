@@ -146,6 +146,18 @@ pub unsafe fn dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row:
     sum
 }
 
+/// [`dot`] out of line: the IEEE result for an output the tensor-core kernels
+/// ([`tensor_core`](crate::tensor_core), [`warpgroup`](crate::warpgroup)) cannot give, kept
+/// apart so that their main loops' registers are not its concern.
+///
+/// # Safety
+/// [`dot`]'s contract.
+#[inline(never)]
+pub unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
+    // SAFETY: the caller's contract is dot's.
+    unsafe { dot(k, a, lda, b, ldb, row, col) }
+}
+
 /// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.
 #[inline(always)]
 pub fn offset(row: u32, col: u32, ld: u32) -> usize {

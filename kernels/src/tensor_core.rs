@@ -151,17 +151,6 @@ mod device_code {
         }
     }
 
-    /// [`dot`] out of line: the IEEE result for an output the tensor cores cannot give (module
-    /// docs), kept apart so that the main loop's registers are not its concern.
-    ///
-    /// # Safety
-    /// [`dot`]'s contract.
-    #[inline(never)]
-    unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
-        // SAFETY: the caller's contract is dot's.
-        unsafe { dot(k, a, lda, b, ldb, row, col) }
-    }
-
     /// The GEMM of block `z`'s K slice: `A`'s columns and `B`'s rows `z k..(z + 1) k` into the
     /// `z`-th `m x n` matrix at `c` (the split-K convention of
     /// [`split_k`](crate::split_k::device_code::k_slice); with `gridDim.z = 1`, the GEMM). The

@@ -146,17 +146,6 @@ mod device_code {
         (F32x4(hi), F32x4(core::array::from_fn(|i| round_tf32(x.0[i] - hi[i]))))
     }
 
-    /// [`dot`] out of line, as in `tensor_core`: the IEEE result for an output the tensor
-    /// cores cannot give.
-    ///
-    /// # Safety
-    /// [`dot`]'s contract.
-    #[inline(never)]
-    unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
-        // SAFETY: the caller's contract is dot's.
-        unsafe { dot(k, a, lda, b, ldb, row, col) }
-    }
-
     /// The GEMM of block `z`'s K slice, as `tensor_core`'s (the split-K convention of
     /// [`split_k`](crate::split_k::device_code::k_slice)).
     ///
