@@ -229,7 +229,8 @@ mod device_code {
             fence_proxy_async_shared();
         };
 
-        // Warpgroup w multiplies rows 64 w.. of the tile: its A halves start 8 core rows on.
+        // Warpgroup w multiplies rows 64 w..64 w + 64 of the tile: its part of each A half starts
+        // 8 w core matrices (64 w rows) in.
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let a_desc = MatrixDescriptor::new(base.offset_bytes(group * 8 * MN_STRIDE), K_STRIDE, MN_STRIDE);
         let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
