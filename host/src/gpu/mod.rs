@@ -199,11 +199,16 @@ impl Gpu {
 
     /// The kernel called `name`.
     pub fn kernel(&self, name: &str) -> Result<&GpuKernel> {
-        self.kernels.iter().find(|k| k.spec.name == name).ok_or_else(|| Error::UnknownKernel {
+        self.find(name).ok_or_else(|| Error::UnknownKernel {
             name: name.into(),
             backend: "gpu",
             available: self.kernels.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
         })
+    }
+
+    /// The kernel called `name`, if this device's module has it.
+    fn find(&self, name: &str) -> Option<&GpuKernel> {
+        self.kernels.iter().find(|k| k.spec.name == name)
     }
 
     /// The kernel called `name`, or for `None` the automatic choice for a GEMM of `m x n` by
@@ -214,7 +219,7 @@ impl Gpu {
             return self.kernel(name);
         }
         let [wgmma, large, small] = AUTO_KERNELS;
-        if let Ok(warpgroup) = self.kernel(wgmma) {
+        if let Some(warpgroup) = self.find(wgmma) {
             return Ok(warpgroup);
         }
         let tensor_core = self.kernel(large)?;
