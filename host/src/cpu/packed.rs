@@ -33,7 +33,7 @@ use std::thread::LocalKey;
 use rayon::prelude::*;
 
 use super::microkernel::{MAX_TILE, Microkernel};
-use super::pack::{pack_a, pack_b_panel};
+use super::pack::{pack_a, pack_b};
 use crate::matrix::{MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -64,7 +64,7 @@ fn blocked(uk: &Microkernel, threads: usize, alpha: f32, a: &MatRef, b: &MatRef,
     let nc_max = uk.nc.min(n.next_multiple_of(uk.nr));
     let kc = balanced_kc(k, uk.kc);
     with_scratch(&PACK_B, kc * nc_max, |b_packed| {
-        loops(uk, threads == 1, mc, kc, alpha, a, b, beta, c, b_packed);
+        loops(uk, threads, mc, kc, alpha, a, b, beta, c, b_packed);
     });
 }
 
@@ -72,7 +72,7 @@ fn blocked(uk: &Microkernel, threads: usize, alpha: f32, a: &MatRef, b: &MatRef,
 #[allow(clippy::too_many_arguments)]
 fn loops(
     uk: &Microkernel,
-    serial: bool,
+    threads: usize,
     mc: usize,
     kc: usize,
     alpha: f32,
@@ -84,6 +84,7 @@ fn loops(
 ) {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let ldc = c.ld;
+    let serial = threads == 1;
     for jc in (0..n).step_by(uk.nc) {
         let cols = jc..n.min(jc + uk.nc);
         for pc in (0..k).step_by(kc) {
@@ -91,8 +92,10 @@ fn loops(
             let kc = depth.len();
             let panels = cols.len().div_ceil(uk.nr);
             let b_block = &mut b_packed[..panels * uk.nr * kc];
-            for_each_chunk(serial, b_block, uk.nr * kc, panels, |q, panel| {
-                pack_b_panel(b, depth.clone(), cols.clone(), uk.nr, q, panel)
+            // Each thread packs one run of consecutive panels.
+            let group = panels.div_ceil(threads);
+            for_each_chunk(serial, b_block, group * uk.nr * kc, threads, |g, run| {
+                pack_b(b, depth.clone(), cols.clone(), uk.nr, g * group, run)
             });
             let b_block = &*b_block;
             let beta = if pc == 0 { beta } else { 1.0 };
