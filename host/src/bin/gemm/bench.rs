@@ -444,8 +444,9 @@ type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
 /// Times our CPU kernels and, with `with_peers`, every CPU peer, all on `threads` threads.
 ///
 /// Each contender runs once untimed (its result is checked), then the contenders take turns,
-/// one timed run each per round, for as many rounds as fit in about two seconds (3 at least, at
-/// most the GPU schedule). Taking turns matters on a shared machine: a burst of load from a
+/// one timed run each per round, for as many rounds as fit in about ten seconds (7 at least, at
+/// most the GPU schedule). On this 2-core VM, two seconds (3 rounds at n >= 2047, so a mean of
+/// 2 samples) left rows swinging by 5-10% from one sweep to the next. Taking turns matters on a shared machine: a burst of load from a
 /// neighbour lands on every contender alike instead of on whichever was being timed.
 fn time_cpu(
     problem: &Problem,
@@ -493,7 +494,7 @@ fn time_cpu(
         errors.push(problem.error(&c));
         std::thread::sleep(*settle);
     }
-    let rounds = ((2.0 / round_seconds) as usize).clamp(3, replays(n));
+    let rounds = ((10.0 / round_seconds) as usize).clamp(7, replays(n));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
         for ((_, _, run, settle), samples) in contenders.iter().zip(&mut samples) {
