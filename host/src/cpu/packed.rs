@@ -4,22 +4,26 @@
 //! memory hierarchy:
 //!
 //! ```text
-//! for jc in 0..n step nc            B block of kc x nc (2048 columns: L2/L3)
+//! for jc in 0..n step nc            B block of kc x nc (2048 columns: L3)
 //!   for pc in 0..k step kc          kc = 256..512, equal blocks
 //!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
 //!     for ic in 0..m step mc        in parallel: each task owns a block of rows of C
 //!       pack A[ic.., pc..] into MR-row panels
-//!       for ir in panels of A       one MR x kc panel of A stays in L1 ...
-//!         for jr in panels of B     ... while the panels of B stream past it from L2
+//!       for ir in panels of A       one MR x kc panel of A, reused from L1/L2 ...
+//!         for jr in panels of B     ... while the panels of B stream past it
 //!           microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
 //! ```
 //!
-//! The two inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) fits L1 beside the
-//! stream of B, the `kc x 32` panels of B arrive in order from L2 (the hardware prefetcher follows
-//! them), and the tiles of C are visited along a row, again in address order. The other order
-//! (a B panel kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B
-//! alone fills the 32 KB L1. Larger `kc` means fewer passes over C (`k / kc` reads and writes of
-//! each tile); 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512).
+//! The two inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile,
+//! the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and
+//! the tiles of C are visited along a row, again in address order. The other order (a B panel
+//! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
+//! the 32 KB L1. Larger `kc` means fewer passes over C (`k / kc` reads and writes of each tile);
+//! 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512). A B block of
+//! `512 x 2048` (4 MB) is far larger than the 1 MB L2, so B streams from L3 at every A panel;
+//! that costs nothing measurable: the microkernel needs 128 bytes of B per 24 cycles, and with
+//! `nc = 256` (a 512 KB block that stays in L2) the microkernel's share of a single-threaded
+//! n = 2048 product did not shrink, while repacking A once per block made the whole 10% slower.
 //!
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch

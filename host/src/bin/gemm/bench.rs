@@ -100,13 +100,14 @@ pub struct Row {
     pub n: usize,
     pub k: usize,
     pub threads: usize,
-    /// Mean of the second half of the replays.
+    /// Mean of the samples the estimator looks at: the second half of the replays on the GPU,
+    /// every round on the CPU ([`Estimator`]).
     pub seconds: f64,
     pub median_seconds: f64,
-    /// Standard deviation over mean of the second half.
+    /// Standard deviation over mean of the same samples.
     pub spread: f64,
     pub replays: usize,
-    /// `2 m n k / seconds / 1e12`.
+    /// `2 m n k / t / 1e12`, `t` = `seconds` on the GPU, `median_seconds` on the CPU.
     pub tflops: f64,
     /// The fastest peer at this size, if any was timed.
     pub peer: Option<String>,
@@ -173,9 +174,25 @@ pub fn parse_threads(spec: &str) -> Result<Vec<usize>, String> {
     if counts.is_empty() { Err("--threads: no count given".into()) } else { Ok(counts) }
 }
 
-/// Mean and median of the second half of `samples` (seconds), and its spread.
-fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64) -> Timing {
-    let half = &samples[samples.len() / 2..];
+/// Which time of a contender's samples its `tflops`, and so every ratio, comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Estimator {
+    /// The mean of the second half of the replays (seed 000's method): the GPU, where replays
+    /// vary by a few percent at most.
+    SecondHalfMean,
+    /// The median of every timed round (an untimed run warms each contender up first): the CPU.
+    /// On this shared 2-core VM a neighbour's burst slows a few rounds by 20-60% (spreads up to
+    /// 40% in a sweep), and a mean carried those bursts into the ratio of whichever contender
+    /// they landed on. Every contender gets the same estimator.
+    Median,
+}
+
+/// Mean, median and spread of the samples `estimator` looks at (seconds), and the rate.
+fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64, estimator: Estimator) -> Timing {
+    let half = match estimator {
+        Estimator::SecondHalfMean => &samples[samples.len() / 2..],
+        Estimator::Median => samples,
+    };
     let mean = half.iter().sum::<f64>() / half.len() as f64;
     let var = half.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / half.len() as f64;
     let mut sorted = half.to_vec();
@@ -186,7 +203,7 @@ fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64) -> Timin
         median_seconds: sorted[sorted.len() / 2],
         spread: var.sqrt() / mean,
         replays: samples.len(),
-        tflops: flops / mean / 1e12,
+        tflops: flops / if estimator == Estimator::Median { sorted[sorted.len() / 2] } else { mean } / 1e12,
         max_rel_err,
     }
 }
@@ -397,7 +414,7 @@ fn time_gpu(
             gpu.flush_l2(flush)?;
             samples.push(gpu.time_ms(|| launch(&mut c_dev))? as f64 * 1e-3);
         }
-        Ok::<_, Error>(summarize(name, &samples, flops, error))
+        Ok::<_, Error>(summarize(name, &samples, flops, error, Estimator::SecondHalfMean))
     };
     let mut ours = Vec::new();
     for kernel in kernels {
@@ -506,7 +523,7 @@ fn time_cpu(
     }
     let (mut ours, mut peers) = (Vec::new(), Vec::new());
     for (((name, resolved, _, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
-        let timing = summarize(name, samples, flops, error);
+        let timing = summarize(name, samples, flops, error, Estimator::Median);
         match resolved {
             Some(resolved) => {
                 ours.push((name.clone(), resolved.to_string(), timing));
@@ -636,8 +653,14 @@ mod tests {
 
     #[test]
     fn second_half_statistics() {
-        let t = summarize("x", &[9.0, 9.0, 1.0, 1.0], 2.0e12, 0.0);
+        let t = summarize("x", &[9.0, 9.0, 1.0, 1.0], 2.0e12, 0.0, Estimator::SecondHalfMean);
         assert_eq!((t.seconds, t.median_seconds, t.spread, t.tflops), (1.0, 1.0, 0.0, 2.0));
+    }
+
+    #[test]
+    fn the_median_ignores_a_burst() {
+        let t = summarize("x", &[1.0, 1.0, 7.0, 1.0, 1.0], 2.0e12, 0.0, Estimator::Median);
+        assert_eq!((t.seconds, t.median_seconds, t.tflops), (2.2, 1.0, 2.0));
     }
 
     #[test]
