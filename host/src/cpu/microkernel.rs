@@ -48,7 +48,8 @@ pub struct Microkernel {
     pub kc: usize,
     /// Largest height of a row block (the unit of work of a thread).
     pub mc: usize,
-    /// Columns of a packed `B` block (`kc x nc`).
+    /// Target columns of a packed `B` block (`kc x nc`): the blocks of one product are of equal
+    /// width around it.
     pub nc: usize,
     /// The kernel.
     pub run: MicrokernelFn,
