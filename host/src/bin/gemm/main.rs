@@ -25,9 +25,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Sweep sizes and kernels with the seed's timing method (L2 flushed before each replay,
-    /// the mean of the second half of the replays), beside the peer on the same buffers;
-    /// writes a table, and on request JSON, CSV and an SVG plot.
+    /// Sweep sizes and kernels beside the peers on the same buffers: on the GPU with the seed's
+    /// timing method (L2 flushed before each replay, the mean of the second half of the
+    /// replays), on the CPU in turns with the peers (the median of each one's rounds); writes a
+    /// table, and on request JSON, CSV and an SVG plot.
     Bench(bench::BenchArgs),
     /// Run the correctness suite on every kernel of the backend (odd shapes, alpha/beta,
     /// padded leading dimensions, beta = 0 with NaN in C).
