@@ -126,64 +126,51 @@ pub fn pack_b(
     first_panel: usize,
     out: &mut [f32],
 ) {
-    let kc = rows.len();
     let first = cols.start + first_panel * nr;
-    let last = cols.end.min(first + out.len() / kc);
-    match b.layout {
-        Layout::RowMajor => match nr {
-            32 => pack_b_rows::<32>(b, rows, first..last, out),
-            16 => pack_b_rows::<16>(b, rows, first..last, out),
-            8 => pack_b_rows::<8>(b, rows, first..last, out),
-            _ => unreachable!("no microkernel has NR = {nr}"),
-        },
-        Layout::ColMajor => {
-            for (q, panel) in out.chunks_exact_mut(nr * kc).enumerate() {
-                pack_b_columns(b, rows.clone(), first + q * nr..last.min(first + q * nr + nr), nr, panel);
-            }
-        }
+    let run = first..cols.end.min(first + out.len() / rows.len());
+    match nr {
+        32 => pack_b_panels::<32>(b, rows, run, out),
+        16 => pack_b_panels::<16>(b, rows, run, out),
+        8 => pack_b_panels::<8>(b, rows, run, out),
+        _ => unreachable!("no microkernel has NR = {nr}"),
     }
 }
 
-/// Row-major `B[rows, cols]` into `NR`-column panels, one row of `B` at a time.
-fn pack_b_rows<const NR: usize>(b: &MatRef, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
+/// [`pack_b`] for one `NR`, on the columns `cols` of the panels in `out`.
+fn pack_b_panels<const NR: usize>(b: &MatRef, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
     let kc = rows.len();
-    let full = cols.len() / NR;
-    for (p, row) in rows.map(|p| &b.row(p)[cols.clone()]).enumerate() {
-        let (chunks, rest) = row.as_chunks::<NR>();
-        for (q, chunk) in chunks.iter().enumerate() {
-            out[(q * kc + p) * NR..][..NR].copy_from_slice(chunk);
+    match b.layout {
+        Layout::RowMajor => {
+            for (p, row) in rows.map(|p| &b.row(p)[cols.clone()]).enumerate() {
+                let (chunks, rest) = row.as_chunks::<NR>();
+                for (q, chunk) in chunks.iter().enumerate() {
+                    out[(q * kc + p) * NR..][..NR].copy_from_slice(chunk);
+                }
+                if !rest.is_empty() {
+                    let dst = &mut out[(chunks.len() * kc + p) * NR..][..NR];
+                    dst[..rest.len()].copy_from_slice(rest);
+                    dst[rest.len()..].fill(0.0);
+                }
+            }
         }
-        if !rest.is_empty() {
-            let dst = &mut out[(full * kc + p) * NR..][..NR];
-            dst[..rest.len()].copy_from_slice(rest);
-            dst[rest.len()..].fill(0.0);
-        }
-    }
-}
-
-/// One panel of a column-major `B` (columns of B are contiguous: B is a transposed row-major
-/// matrix): its `NR` columns `cols` transposed into rows, as A's rows are transposed into its
-/// panels; a partial panel is zero-padded.
-fn pack_b_columns(b: &MatRef, rows: Range<usize>, cols: Range<usize>, nr: usize, panel: &mut [f32]) {
-    if cols.len() == nr {
-        match nr {
-            32 => pack_b_full_columns::<32>(b, rows, cols.start, panel),
-            16 => pack_b_full_columns::<16>(b, rows, cols.start, panel),
-            8 => pack_b_full_columns::<8>(b, rows, cols.start, panel),
-            _ => unreachable!("no microkernel has NR = {nr}"),
-        }
-    } else {
-        panel.fill(0.0);
-        for (j, col) in cols.enumerate() {
-            for (p, &x) in b.col(col)[rows.clone()].iter().enumerate() {
-                panel[p * nr + j] = x;
+        // Columns of B are contiguous (B is a transposed row-major matrix): a full panel is NR
+        // columns transposed into rows, as A's rows are transposed into its panels.
+        Layout::ColMajor => {
+            for (q, panel) in out.chunks_exact_mut(NR * kc).enumerate() {
+                let first = cols.start + q * NR;
+                let width = NR.min(cols.end - first);
+                if width == NR {
+                    let src: [&[f32]; NR] = std::array::from_fn(|j| &b.col(first + j)[rows.clone()]);
+                    transpose_rows(&src, panel);
+                } else {
+                    panel.fill(0.0);
+                    for j in 0..width {
+                        for (p, &x) in b.col(first + j)[rows.clone()].iter().enumerate() {
+                            panel[p * NR + j] = x;
+                        }
+                    }
+                }
             }
         }
     }
-}
-
-/// A full panel of a column-major `B`: columns `first .. first + NR`, rows `rows`.
-fn pack_b_full_columns<const NR: usize>(b: &MatRef, rows: Range<usize>, first: usize, panel: &mut [f32]) {
-    let src: [&[f32]; NR] = std::array::from_fn(|j| &b.col(first + j)[rows.clone()]);
-    transpose_rows(&src, panel);
 }

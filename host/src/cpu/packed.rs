@@ -238,10 +238,10 @@ fn balanced_mc(m: usize, mc_max: usize, mr: usize, threads: usize) -> usize {
 }
 
 /// The width of the `n` blocks: `round(n / nc_target)` blocks (at least one) of equal width in
-/// whole `nr` panels: at most 3/2 of `nc_target`, and at least 3/4 of it when `n` is split. Cutting at `nc_target` left
-/// n = 4097 with a third block one column wide, for which all of `A` was packed again and every
-/// tile went through the edge path: 2-3% of the whole product. The B block lives in L3 either
-/// way ([module docs](self)), so a wider one costs nothing.
+/// whole `nr` panels: at most 3/2 of `nc_target`, and at least 3/4 of it when `n` is split.
+/// Cutting at `nc_target` left n = 4097 with a third block one column wide, for which all of
+/// `A` was packed again and every tile went through the edge path: 2-3% of the whole product.
+/// The B block lives in L3 either way ([module docs](self)), so a wider one costs nothing.
 fn balanced_nc(n: usize, nc_target: usize, nr: usize) -> usize {
     let blocks = ((n as f64 / nc_target as f64).round() as usize).max(1);
     n.div_ceil(blocks).next_multiple_of(nr)

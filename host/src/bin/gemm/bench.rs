@@ -175,7 +175,7 @@ pub fn parse_threads(spec: &str) -> Result<Vec<usize>, String> {
 }
 
 /// Which time of a contender's samples its `tflops`, and so every ratio, comes from.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 enum Estimator {
     /// The mean of the second half of the replays (seed 000's method): the GPU, where replays
     /// vary by a few percent at most.
@@ -189,21 +189,26 @@ enum Estimator {
 
 /// Mean, median and spread of the samples `estimator` looks at (seconds), and the rate.
 fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64, estimator: Estimator) -> Timing {
-    let half = match estimator {
+    let used = match estimator {
         Estimator::SecondHalfMean => &samples[samples.len() / 2..],
         Estimator::Median => samples,
     };
-    let mean = half.iter().sum::<f64>() / half.len() as f64;
-    let var = half.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / half.len() as f64;
-    let mut sorted = half.to_vec();
+    let mean = used.iter().sum::<f64>() / used.len() as f64;
+    let var = used.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / used.len() as f64;
+    let mut sorted = used.to_vec();
     sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let seconds = match estimator {
+        Estimator::SecondHalfMean => mean,
+        Estimator::Median => median,
+    };
     Timing {
         name: name.into(),
         seconds: mean,
-        median_seconds: sorted[sorted.len() / 2],
+        median_seconds: median,
         spread: var.sqrt() / mean,
         replays: samples.len(),
-        tflops: flops / if estimator == Estimator::Median { sorted[sorted.len() / 2] } else { mean } / 1e12,
+        tflops: flops / seconds / 1e12,
         max_rel_err,
     }
 }
@@ -463,8 +468,9 @@ type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
 /// Each contender runs once untimed (its result is checked), then the contenders take turns,
 /// one timed run each per round, for as many rounds as fit in about ten seconds (7 at least, at
 /// most the GPU schedule). On this 2-core VM, two seconds (3 rounds at n >= 2047, so a mean of
-/// 2 samples) left rows swinging by 5-10% from one sweep to the next. Taking turns matters on a shared machine: a burst of load from a
-/// neighbour lands on every contender alike instead of on whichever was being timed.
+/// 2 samples) left rows swinging by 5-10% from one sweep to the next. Taking turns matters on a
+/// shared machine: a burst of load from a neighbour lands on every contender alike instead of
+/// on whichever was being timed.
 fn time_cpu(
     problem: &Problem,
     kernels: &[String],
