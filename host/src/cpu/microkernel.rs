@@ -46,8 +46,6 @@ pub struct Microkernel {
     /// Largest depth of a packed block: an `MR x kc` panel of `A` stays in L1 while the `B`
     /// panels stream past it.
     pub kc: usize,
-    /// Largest height of a row block (the unit of work of a thread).
-    pub mc: usize,
     /// Target columns of a packed `B` block (`kc x nc`): the blocks of one product are of equal
     /// width around it.
     pub nc: usize,
@@ -139,16 +137,16 @@ unsafe fn portable_4x8(
 /// AVX-512F, `12 x 32`.
 #[cfg(target_arch = "x86_64")]
 pub const AVX512: Microkernel =
-    Microkernel { mr: 12, nr: 32, kc: 512, mc: 48, nc: 2048, run: avx512_12x32, detected: Avx512::detected };
+    Microkernel { mr: 12, nr: 32, kc: 512, nc: 2048, run: avx512_12x32, detected: Avx512::detected };
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape).
 #[cfg(target_arch = "x86_64")]
 pub const AVX2: Microkernel =
-    Microkernel { mr: 6, nr: 16, kc: 384, mc: 48, nc: 2048, run: avx2_6x16, detected: Avx2::detected };
+    Microkernel { mr: 6, nr: 16, kc: 384, nc: 2048, run: avx2_6x16, detected: Avx2::detected };
 
 /// Any CPU, `4 x 8`.
 pub const PORTABLE: Microkernel =
-    Microkernel { mr: 4, nr: 8, kc: 256, mc: 32, nc: 2048, run: portable_4x8, detected: Portable::detected };
+    Microkernel { mr: 4, nr: 8, kc: 256, nc: 2048, run: portable_4x8, detected: Portable::detected };
 
 // Every tile fits the scratch tile that edges are computed into.
 #[cfg(target_arch = "x86_64")]

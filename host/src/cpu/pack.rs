@@ -13,40 +13,35 @@ use std::ops::Range;
 
 use crate::matrix::{Layout, MatRef};
 
-/// Packs `A[rows, cols]` (a block of `mc x kc`) into `ceil(mc / mr)` panels of `mr x kc`: panel
-/// `q` holds rows `q*mr ..`, element `(r, p)` at `out[q*mr*kc + p*mr + r]`, rows past the block
-/// zero. `out` must hold `ceil(mc / mr) * mr * kc` values.
-pub fn pack_a(a: &MatRef, rows: Range<usize>, cols: Range<usize>, mr: usize, out: &mut [f32]) {
+/// Packs `A[rows, cols]` (at most `mr` rows, `kc` columns) into one panel of `mr x kc`: element
+/// `(r, p)` at `panel[p*mr + r]`, rows past the block zero. `panel` holds `mr * kc` values.
+pub fn pack_a(a: &MatRef, rows: Range<usize>, cols: Range<usize>, mr: usize, panel: &mut [f32]) {
     match mr {
-        12 => pack_a_panels::<12>(a, rows, cols, out),
-        6 => pack_a_panels::<6>(a, rows, cols, out),
-        4 => pack_a_panels::<4>(a, rows, cols, out),
+        12 => pack_a_panel::<12>(a, rows, cols, panel),
+        6 => pack_a_panel::<6>(a, rows, cols, panel),
+        4 => pack_a_panel::<4>(a, rows, cols, panel),
         _ => unreachable!("no microkernel has MR = {mr}"),
     }
 }
 
 /// [`pack_a`] for one `MR` (a constant panel height: the loops unroll, the indices are checked
-/// once per block instead of once per element).
-fn pack_a_panels<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
-    let kc = cols.len();
-    for (q, panel) in out.chunks_exact_mut(MR * kc).take(rows.len().div_ceil(MR)).enumerate() {
-        let first = rows.start + q * MR;
-        let height = MR.min(rows.end - first);
-        if a.layout == Layout::ColMajor {
-            // Columns of A are contiguous: each step p of the panel is one copy of `height`.
-            for (p, dst) in cols.clone().zip(panel.as_chunks_mut::<MR>().0) {
-                dst[..height].copy_from_slice(&a.col(p)[first..first + height]);
-                dst[height..].fill(0.0);
-            }
-        } else if height == MR {
-            let src: [&[f32]; MR] = std::array::from_fn(|r| &a.row(first + r)[cols.clone()]);
-            transpose_rows(&src, panel);
-        } else {
-            panel.fill(0.0);
-            for r in 0..height {
-                for (p, &x) in a.row(first + r)[cols.clone()].iter().enumerate() {
-                    panel[p * MR + r] = x;
-                }
+/// once per panel instead of once per element).
+fn pack_a_panel<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]) {
+    let (first, height) = (rows.start, rows.len());
+    if a.layout == Layout::ColMajor {
+        // Columns of A are contiguous: each step p of the panel is one copy of `height`.
+        for (p, dst) in cols.zip(panel.as_chunks_mut::<MR>().0) {
+            dst[..height].copy_from_slice(&a.col(p)[rows.clone()]);
+            dst[height..].fill(0.0);
+        }
+    } else if height == MR {
+        let src: [&[f32]; MR] = std::array::from_fn(|r| &a.row(first + r)[cols.clone()]);
+        transpose_rows(&src, panel);
+    } else {
+        panel.fill(0.0);
+        for r in 0..height {
+            for (p, &x) in a.row(first + r)[cols.clone()].iter().enumerate() {
+                panel[p * MR + r] = x;
             }
         }
     }

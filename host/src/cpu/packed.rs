@@ -7,14 +7,13 @@
 //! for jc in 0..n step nc            B block of kc x nc (about 2048 columns: L3)
 //!   for pc in 0..k step kc          kc = 256..512, equal blocks
 //!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
-//!     for ic in 0..m step mc        in parallel: each task owns a block of rows of C
-//!       pack A[ic.., pc..] into MR-row panels
-//!       for ir in panels of A       one MR x kc panel of A, reused from L1/L2 ...
-//!         for jr in panels of B     ... while the panels of B stream past it
-//!           microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
+//!     for ir in 0..m step MR        in parallel: each task owns MR rows of C
+//!       pack A[ir.., pc..] into one MR x kc panel     (reused from L1/L2 ...
+//!       for jr in panels of B                           ... while the panels of B stream past)
+//!         microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
 //! ```
 //!
-//! The two inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile,
+//! The inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile,
 //! the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and
 //! the tiles of C are visited along a row, again in address order. The other order (a B panel
 //! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
@@ -28,7 +27,13 @@
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
 //! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
-//! written. Row blocks are small (a few panels) so that rayon's work stealing balances threads.
+//! written.
+//!
+//! A task is one panel of A, the BLIS `ic` and `ir` loops in one: the panel stays in L1 and B
+//! in L3 whatever the height of a task, so the height only decides how evenly rayon's work
+//! stealing shares each block between threads (a few hundred tasks leave at most one panel's
+//! work to one thread at the end). Tasks of up to 4 panels, 43 per block at n = 2048, measured
+//! 1.3% slower at n = 2048 and 3-4% at 1024 on two threads; one thread does not notice.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -61,14 +66,12 @@ pub fn gemm(
     Ok(())
 }
 
-/// Chooses the block sizes for this shape and thread count and runs the loops.
+/// Chooses the block sizes for this shape and runs the loops.
 fn blocked(uk: &Microkernel, threads: usize, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
-    let (m, n, k) = (c.rows, c.cols, a.cols);
-    let mc = balanced_mc(m, uk.mc, uk.mr, threads);
-    let nc = balanced_nc(n, uk.nc, uk.nr);
-    let kc = balanced_kc(k, uk.kc);
+    let nc = balanced_nc(c.cols, uk.nc, uk.nr);
+    let kc = balanced_kc(a.cols, uk.kc);
     with_scratch(&PACK_B, kc * nc, |b_packed| {
-        loops(uk, threads, mc, nc, kc, alpha, a, b, beta, c, b_packed);
+        loops(uk, threads, nc, kc, alpha, a, b, beta, c, b_packed);
     });
 }
 
@@ -77,7 +80,6 @@ fn blocked(uk: &Microkernel, threads: usize, alpha: f32, a: &MatRef, b: &MatRef,
 fn loops(
     uk: &Microkernel,
     threads: usize,
-    mc: usize,
     nc: usize,
     kc: usize,
     alpha: f32,
@@ -104,16 +106,16 @@ fn loops(
             });
             let b_block = &*b_block;
             let beta = if pc == 0 { beta } else { 1.0 };
-            // Row block `i` of C: rows `i*mc ..`, the slice from its first element on.
-            for_each_chunk(serial, c.data, mc * ldc, m.div_ceil(mc), |i, c_rows| {
-                let rows = i * mc..m.min(i * mc + mc);
-                with_scratch(&PACK_A, rows.len().next_multiple_of(uk.mr) * kc, |a_packed| {
-                    pack_a(a, rows.clone(), depth.clone(), uk.mr, a_packed);
-                    macro_kernel(
+            // Task `i`: rows `i*MR ..` of C, the slice from its first element on.
+            for_each_chunk(serial, c.data, uk.mr * ldc, m.div_ceil(uk.mr), |i, c_rows| {
+                let rows = i * uk.mr..m.min(i * uk.mr + uk.mr);
+                with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
+                    pack_a(a, rows.clone(), depth.clone(), uk.mr, a_panel);
+                    row_of_tiles(
                         uk,
                         kc,
                         alpha,
-                        a_packed,
+                        a_panel,
                         rows.len(),
                         b_block,
                         cols.clone(),
@@ -127,14 +129,14 @@ fn loops(
     }
 }
 
-/// The two inner loops over one packed `A` block (`height` rows) and one packed `B` block
-/// (columns `cols` of C); `c_rows` starts at the block's first row of C.
+/// The inner loop: one packed `A` panel (`height <= MR` rows of C) against every panel of one
+/// packed `B` block (columns `cols` of C); `c_rows` starts at the panel's first row of C.
 #[allow(clippy::too_many_arguments)]
-fn macro_kernel(
+fn row_of_tiles(
     uk: &Microkernel,
     kc: usize,
     alpha: f32,
-    a_packed: &[f32],
+    a_panel: &[f32],
     height: usize,
     b_packed: &[f32],
     cols: std::ops::Range<usize>,
@@ -144,42 +146,35 @@ fn macro_kernel(
 ) {
     let (mr, nr) = (uk.mr, uk.nr);
     let mut scratch = [0.0f32; MAX_TILE];
-    // One MR x kc panel of A stays in L1 while every panel of the B block streams past it from
-    // L2, writing one row of tiles of C left to right (sequential lines the prefetcher follows).
-    for (r, a_panel) in a_packed.chunks_exact(mr * kc).take(height.div_ceil(mr)).enumerate() {
-        let row = r * mr;
-        let rows_here = mr.min(height - row);
-        for (q, b_panel) in b_packed.chunks_exact(nr * kc).enumerate() {
-            let col = cols.start + q * nr;
-            let width = nr.min(cols.end - col);
-            let at = row * ldc + col;
-            if rows_here == mr && width == nr {
-                // SAFETY: the tile's MR rows of NR columns lie inside `c_rows` (row < height,
-                // col + nr <= n, and the slice spans every row of the block up to column n); the
-                // panels hold kc * MR and kc * NR values; `uk` was detected by the dispatcher.
-                debug_assert!(at + (mr - 1) * ldc + nr <= c_rows.len());
-                unsafe {
-                    (uk.run)(
-                        kc,
-                        a_panel.as_ptr(),
-                        b_panel.as_ptr(),
-                        alpha,
-                        beta,
-                        c_rows.as_mut_ptr().add(at),
-                        ldc,
-                    )
-                };
-            } else {
-                // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
-                unsafe {
-                    (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr)
-                };
-                for i in 0..rows_here {
-                    let tile = &scratch[i * nr..i * nr + width];
-                    let out = &mut c_rows[at + i * ldc..at + i * ldc + width];
-                    for (c, &t) in out.iter_mut().zip(tile) {
-                        *c = if beta == 0.0 { alpha * t } else { alpha * t + beta * *c };
-                    }
+    // The MR x kc panel of A stays in L1 while every panel of the B block streams past it,
+    // writing one row of tiles of C left to right (sequential lines the prefetcher follows).
+    for (q, b_panel) in b_packed.chunks_exact(nr * kc).enumerate() {
+        let col = cols.start + q * nr;
+        let width = nr.min(cols.end - col);
+        if height == mr && width == nr {
+            // SAFETY: the tile's MR rows of NR columns lie inside `c_rows` (the slice spans the
+            // panel's rows up to column n, and col + nr <= n); the panels hold kc * MR and
+            // kc * NR values; `uk` was detected by the dispatcher.
+            debug_assert!(col + (mr - 1) * ldc + nr <= c_rows.len());
+            unsafe {
+                (uk.run)(
+                    kc,
+                    a_panel.as_ptr(),
+                    b_panel.as_ptr(),
+                    alpha,
+                    beta,
+                    c_rows.as_mut_ptr().add(col),
+                    ldc,
+                )
+            };
+        } else {
+            // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
+            unsafe { (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr) };
+            for i in 0..height {
+                let tile = &scratch[i * nr..i * nr + width];
+                let out = &mut c_rows[col + i * ldc..col + i * ldc + width];
+                for (c, &t) in out.iter_mut().zip(tile) {
+                    *c = if beta == 0.0 { alpha * t } else { alpha * t + beta * *c };
                 }
             }
         }
@@ -203,7 +198,7 @@ fn for_each_chunk(
 }
 
 thread_local! {
-    /// The packed blocks of A of the worker threads, kept between calls: allocating (and
+    /// The packed panels of A of the worker threads, kept between calls: allocating (and
     /// faulting in) a fresh buffer on every call costs about 1% at n = 1024.
     static PACK_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The packed block of B, on the thread that drives the loops.
@@ -236,14 +231,6 @@ fn aligned<R>(buffer: &mut Vec<f32>, len: usize, f: impl FnOnce(&mut [f32]) -> R
     }
     let start = buffer.as_ptr().align_offset(LINE);
     f(&mut buffer[start..start + len])
-}
-
-/// The row-block height: whole `mr` panels, at most `mc_max` rows, and small enough that every
-/// thread gets about 8 blocks, so that rayon's dynamic scheduling evens out the last ones (with
-/// the A panel in L1 and B in L2, the block height does not matter to the caches).
-fn balanced_mc(m: usize, mc_max: usize, mr: usize, threads: usize) -> usize {
-    let panels = m.div_ceil(mr) / (threads * 16);
-    mr * panels.clamp(1, mc_max / mr)
 }
 
 /// The width of the `n` blocks: `round(n / nc_target)` blocks (at least one) of equal width in
