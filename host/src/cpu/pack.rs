@@ -34,21 +34,29 @@ fn pack_a_panel<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usi
             dst[..height].copy_from_slice(&a.col(p)[rows.clone()]);
             dst[height..].fill(0.0);
         }
-    } else if height == MR {
-        let src: [&[f32]; MR] = std::array::from_fn(|r| &a.row(first + r)[cols.clone()]);
-        transpose_rows(&src, panel);
+    } else {
+        lines_across::<MR>(height, |r| &a.row(first + r)[cols.clone()], panel);
+    }
+}
+
+/// Writes `count <= L` lines, `line(i)` each `kc` long, across into `panel`: element `(i, p)`
+/// at `panel[p*L + i]`, lines `count..L` zero (rows of A into an A panel, columns of B into a B
+/// panel). A full panel goes through [`transpose_rows`].
+fn lines_across<'a, const L: usize>(count: usize, line: impl Fn(usize) -> &'a [f32], panel: &mut [f32]) {
+    if count == L {
+        transpose_rows::<L>(&std::array::from_fn(&line), panel);
     } else {
         panel.fill(0.0);
-        for r in 0..height {
-            for (p, &x) in a.row(first + r)[cols.clone()].iter().enumerate() {
-                panel[p * MR + r] = x;
+        for i in 0..count {
+            for (p, &x) in line(i).iter().enumerate() {
+                panel[p * L + i] = x;
             }
         }
     }
 }
 
 /// Writes the `MR` lines `src` (each `kc` long) across into `panel`: element `(r, p)` at
-/// `panel[p*MR + r]` (rows of A into an A panel, columns of B into a B panel). Four rows at a time move as 4 x 4 blocks: four 16-byte loads along the
+/// `panel[p*MR + r]`. Four rows at a time move as 4 x 4 blocks: four 16-byte loads along the
 /// rows, a register transpose, four 16-byte stores along the panel (about 3x faster here than
 /// gathering one column at a time, which is one scalar load per element).
 fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
@@ -154,17 +162,7 @@ fn pack_b_panels<const NR: usize>(b: &MatRef, rows: Range<usize>, cols: Range<us
             for (q, panel) in out.chunks_exact_mut(NR * kc).enumerate() {
                 let first = cols.start + q * NR;
                 let width = NR.min(cols.end - first);
-                if width == NR {
-                    let src: [&[f32]; NR] = std::array::from_fn(|j| &b.col(first + j)[rows.clone()]);
-                    transpose_rows(&src, panel);
-                } else {
-                    panel.fill(0.0);
-                    for j in 0..width {
-                        for (p, &x) in b.col(first + j)[rows.clone()].iter().enumerate() {
-                            panel[p * NR + j] = x;
-                        }
-                    }
-                }
+                lines_across::<NR>(width, |j| &b.col(first + j)[rows.clone()], panel);
             }
         }
     }
