@@ -1,7 +1,7 @@
 //! CPU step 4, the packed register-blocked GEMM (the BLIS design), multithreaded.
 //!
-//! Five loops around the [`microkernel`](super::microkernel), each sized for one level of the
-//! memory hierarchy:
+//! Four loops around the [`microkernel`](super::microkernel), each sized for one level of the
+//! memory hierarchy (BLIS's five, with its `ic` and `ir` loops in one, below):
 //!
 //! ```text
 //! for jc in 0..n step nc            B block of kc x nc (about 2048 columns: L3)
@@ -33,7 +33,7 @@
 //! in L3 whatever the height of a task, so the height only decides how evenly rayon's work
 //! stealing shares each block between threads (a few hundred tasks leave at most one panel's
 //! work to one thread at the end). Tasks of up to 4 panels, 43 per block at n = 2048, measured
-//! 1.3% slower at n = 2048 and 3-4% at 1024 on two threads; one thread does not notice.
+//! 1-2% slower at n = 2047 and 2048 and 3-4% at 1024 on two threads; one thread does not notice.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
