@@ -22,6 +22,7 @@
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
 //! ([`packed`](super::packed)).
 
+use super::pack::{PackA, PackB, pack_a, pack_b};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd, prefetch};
@@ -36,7 +37,7 @@ pub const MAX_TILE: usize = 12 * 32;
 /// readable values; `c` points at `MR` rows of `NR` writable values, `ldc` apart.
 pub type MicrokernelFn = unsafe fn(usize, *const f32, *const f32, f32, f32, *mut f32, usize);
 
-/// One microkernel and the cache blocking tuned for it.
+/// One microkernel, the packing for its panel shape and the cache blocking tuned for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Microkernel {
     /// Rows of the register tile (the `A` panel height).
@@ -53,6 +54,22 @@ pub struct Microkernel {
     pub run: MicrokernelFn,
     /// Whether this CPU has the instruction set.
     pub detected: fn() -> bool,
+    /// [`pack_a`] for `MR`.
+    pub pack_a: PackA,
+    /// [`pack_b`] for `NR`.
+    pub pack_b: PackB,
+}
+
+impl Microkernel {
+    /// The `MR x NR` kernel `run`, with the packing for that shape.
+    const fn new<const MR: usize, const NR: usize>(
+        kc: usize,
+        nc: usize,
+        run: MicrokernelFn,
+        detected: fn() -> bool,
+    ) -> Self {
+        Microkernel { mr: MR, nr: NR, kc, nc, run, detected, pack_a: pack_a::<MR>, pack_b: pack_b::<NR> }
+    }
 }
 
 /// The register-tile outer product, generic over the instruction set: `MR` rows by `NV` vectors.
@@ -136,17 +153,14 @@ unsafe fn portable_4x8(
 
 /// AVX-512F, `12 x 32`.
 #[cfg(target_arch = "x86_64")]
-pub const AVX512: Microkernel =
-    Microkernel { mr: 12, nr: 32, kc: 512, nc: 2048, run: avx512_12x32, detected: Avx512::detected };
+pub const AVX512: Microkernel = Microkernel::new::<12, 32>(512, 2048, avx512_12x32, Avx512::detected);
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape).
 #[cfg(target_arch = "x86_64")]
-pub const AVX2: Microkernel =
-    Microkernel { mr: 6, nr: 16, kc: 384, nc: 2048, run: avx2_6x16, detected: Avx2::detected };
+pub const AVX2: Microkernel = Microkernel::new::<6, 16>(384, 2048, avx2_6x16, Avx2::detected);
 
 /// Any CPU, `4 x 8`.
-pub const PORTABLE: Microkernel =
-    Microkernel { mr: 4, nr: 8, kc: 256, nc: 2048, run: portable_4x8, detected: Portable::detected };
+pub const PORTABLE: Microkernel = Microkernel::new::<4, 8>(256, 2048, portable_4x8, Portable::detected);
 
 // Every tile fits the scratch tile that edges are computed into.
 #[cfg(target_arch = "x86_64")]

@@ -13,20 +13,15 @@ use std::ops::Range;
 
 use crate::matrix::{Layout, MatRef};
 
-/// Packs `A[rows, cols]` (at most `mr` rows, `kc` columns) into one panel of `mr x kc`: element
-/// `(r, p)` at `panel[p*mr + r]`, rows past the block zero. `panel` holds `mr * kc` values.
-pub fn pack_a(a: &MatRef, rows: Range<usize>, cols: Range<usize>, mr: usize, panel: &mut [f32]) {
-    match mr {
-        12 => pack_a_panel::<12>(a, rows, cols, panel),
-        6 => pack_a_panel::<6>(a, rows, cols, panel),
-        4 => pack_a_panel::<4>(a, rows, cols, panel),
-        _ => unreachable!("no microkernel has MR = {mr}"),
-    }
-}
+/// [`pack_a`] at one `MR`, as a [`Microkernel`](super::microkernel::Microkernel) holds it.
+pub type PackA = fn(&MatRef, Range<usize>, Range<usize>, &mut [f32]);
+/// [`pack_b`] at one `NR`.
+pub type PackB = fn(&MatRef, Range<usize>, Range<usize>, usize, &mut [f32]);
 
-/// [`pack_a`] for one `MR` (a constant panel height: the loops unroll, the indices are checked
-/// once per panel instead of once per element).
-fn pack_a_panel<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]) {
+/// Packs `A[rows, cols]` (at most `MR` rows, `kc` columns) into one panel of `MR x kc`: element
+/// `(r, p)` at `panel[p*MR + r]`, rows past the block zero. `panel` holds `MR * kc` values. `MR`
+/// is a constant (the microkernel's): the loops unroll, the indices are checked once per panel.
+pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]) {
     let (first, height) = (rows.start, rows.len());
     if a.layout == Layout::ColMajor {
         // Columns of A are contiguous: each step p of the panel is one copy of `height`.
@@ -114,33 +109,22 @@ mod sse {
 }
 
 /// Packs panels `first_panel ..` of `B[rows, cols]` (a block of `kc x nc`) into `out`, as many
-/// as it holds (`kc * nr` values each): panel `q` holds columns `cols.start + q*nr ..`, element
-/// `(p, j)` at `panel[p*nr + j]`, columns past the block zero.
+/// as it holds (`kc * NR` values each): panel `q` holds columns `cols.start + q*NR ..`, element
+/// `(p, j)` at `panel[p*NR + j]`, columns past the block zero.
 ///
 /// A row-major `B` is read row by row across all the panels at once, in address order. Packing
-/// one panel at a time instead reads `nr` values (two cache lines) from every row, one row a
+/// one panel at a time instead reads `NR` values (two cache lines) from every row, one row a
 /// page apart at n >= 1024: the hardware prefetchers stop at page boundaries, so every line was
 /// a demand miss, and that pass took 3-4% of a single-threaded n = 2048 product.
-pub fn pack_b(
+pub fn pack_b<const NR: usize>(
     b: &MatRef,
     rows: Range<usize>,
     cols: Range<usize>,
-    nr: usize,
     first_panel: usize,
     out: &mut [f32],
 ) {
-    let first = cols.start + first_panel * nr;
-    let run = first..cols.end.min(first + out.len() / rows.len());
-    match nr {
-        32 => pack_b_panels::<32>(b, rows, run, out),
-        16 => pack_b_panels::<16>(b, rows, run, out),
-        8 => pack_b_panels::<8>(b, rows, run, out),
-        _ => unreachable!("no microkernel has NR = {nr}"),
-    }
-}
-
-/// [`pack_b`] for one `NR`, on the columns `cols` of the panels in `out`.
-fn pack_b_panels<const NR: usize>(b: &MatRef, rows: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
+    let first = cols.start + first_panel * NR;
+    let cols = first..cols.end.min(first + out.len() / rows.len());
     let kc = rows.len();
     match b.layout {
         Layout::RowMajor => {

@@ -42,7 +42,6 @@ use std::thread::LocalKey;
 use rayon::prelude::*;
 
 use super::microkernel::{MAX_TILE, Microkernel};
-use super::pack::{pack_a, pack_b};
 use crate::matrix::{MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -102,7 +101,7 @@ fn loops(
             // Each thread packs one run of consecutive panels.
             let group = panels.div_ceil(threads);
             for_each_chunk(serial, b_block, group * uk.nr * kc, threads, |g, run| {
-                pack_b(b, depth.clone(), cols.clone(), uk.nr, g * group, run)
+                (uk.pack_b)(b, depth.clone(), cols.clone(), g * group, run)
             });
             let b_block = &*b_block;
             let beta = if pc == 0 { beta } else { 1.0 };
@@ -110,7 +109,7 @@ fn loops(
             for_each_chunk(serial, c.data, uk.mr * ldc, m.div_ceil(uk.mr), |i, c_rows| {
                 let rows = i * uk.mr..m.min(i * uk.mr + uk.mr);
                 with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
-                    pack_a(a, rows.clone(), depth.clone(), uk.mr, a_panel);
+                    (uk.pack_a)(a, rows.clone(), depth.clone(), a_panel);
                     row_of_tiles(
                         uk,
                         kc,
