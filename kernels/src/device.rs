@@ -146,16 +146,42 @@ pub unsafe fn dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row:
     sum
 }
 
-/// [`dot`] out of line: the IEEE result for an output the tensor-core kernels
-/// ([`tensor_core`](crate::tensor_core), [`warpgroup`](crate::warpgroup)) cannot give, kept
-/// apart so that their main loops' registers are not its concern.
+/// [`dot`] out of line, so that the tensor-core kernels' main loops do not carry its registers.
 ///
 /// # Safety
 /// [`dot`]'s contract.
 #[inline(never)]
-pub unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
+unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, row: u32, col: u32) -> f32 {
     // SAFETY: the caller's contract is dot's.
     unsafe { dot(k, a, lda, b, ldb, row, col) }
+}
+
+/// The epilogue of the tensor-core kernels ([`tensor_core`](crate::tensor_core),
+/// [`warpgroup`](crate::warpgroup)) for one output: `C[row][col] = alpha * x + beta * C` in
+/// block `z`'s K slice (the `z`-th `m x n` matrix at `c`, the split-K convention of
+/// [`split_k`](crate::split_k::device_code::k_slice)), where an accumulator `x` that is not
+/// finite is first recomputed as row `row` of the slice's `A` times column `col` of its `B`,
+/// one `f32` FMA per `k` in order: the IEEE result, which the TF32 split cannot carry
+/// (`tensor_core`'s module docs). Outputs outside `m x n` are not written.
+///
+/// # Safety
+/// The GEMM contract (see [`gemm_entry!`]) for block `z`'s slice of `args`.
+#[inline(always)]
+pub unsafe fn store_exact(args: &GemmArgs, row: u32, col: u32, x: f32) {
+    let GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc } = *args;
+    if row < m && col < n {
+        let z = block_z();
+        // SAFETY: row < m, col < n: inside the slice's A rows, B columns and C.
+        unsafe {
+            let x = if x.is_finite() {
+                x
+            } else {
+                exact_dot(k, a.add((z * k) as usize), lda, b.add(offset(z * k, 0, ldb)), ldb, row, col)
+            };
+            let c = c.add(z as usize * m as usize * n as usize);
+            update_c(c.add(offset(row, col, ldc)), alpha, x, beta);
+        }
+    }
 }
 
 /// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.

@@ -161,7 +161,8 @@ mod device_code {
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::device)) for every slice.
     #[inline(always)]
-    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    unsafe fn gemm(args: GemmArgs) {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
         let z_k = block_z() * k;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
@@ -290,19 +291,8 @@ mod device_code {
                 for (e, &x) in acc_ij.iter().enumerate() {
                     let row = row0 + warp_row + 16 * i as u32 + g + 8 * (e as u32 / 2);
                     let col = col0 + warp_col + 8 * j as u32 + 2 * t + e as u32 % 2;
-                    if row < m && col < n {
-                        // SAFETY: row < m, col < n: inside the slice's A rows, B columns and C.
-                        unsafe {
-                            let x = if x.is_finite() {
-                                x
-                            } else {
-                                let (a, b) = (a.add(z_k as usize), b.add(offset(z_k, 0, ldb)));
-                                exact_dot(k, a, lda, b, ldb, row, col)
-                            };
-                            let c = c.add(block_z() as usize * m as usize * n as usize);
-                            update_c(c.add(offset(row, col, ldc)), alpha, x, beta);
-                        }
-                    }
+                    // SAFETY: the GEMM contract for this block's slice.
+                    unsafe { store_exact(&args, row, col, x) };
                 }
             }
         }

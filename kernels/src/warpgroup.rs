@@ -152,7 +152,8 @@ mod device_code {
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::device)) for every slice.
     #[inline(always)]
-    unsafe fn gemm(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    unsafe fn gemm(args: GemmArgs) {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
         let z_k = block_z() * k;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
@@ -300,23 +301,12 @@ mod device_code {
         unsafe { cp_async_wait_group::<0>() };
 
         let (g, t) = (lane / 4, lane % 4);
-        let c = c.wrapping_add(block_z() as usize * m as usize * n as usize);
         for (i, &x) in acc.iter().enumerate() {
             let (j, e) = (i as u32 / 4, i as u32 % 4);
             let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
             let col = col0 + 8 * j + 2 * t + e % 2;
-            if row < m && col < n {
-                // SAFETY: row < m, col < n: inside the slice's A rows, B columns and C.
-                unsafe {
-                    let x = if x.is_finite() {
-                        x
-                    } else {
-                        let (a, b) = (a.add(z_k as usize), b.add(offset(z_k, 0, ldb)));
-                        exact_dot(k, a, lda, b, ldb, row, col)
-                    };
-                    update_c(c.add(offset(row, col, ldc)), alpha, x, beta);
-                }
-            }
+            // SAFETY: the GEMM contract for this block's slice.
+            unsafe { store_exact(&args, row, col, x) };
         }
     }
 
