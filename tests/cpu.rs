@@ -26,6 +26,23 @@ fn every_cpu_kernel_passes_the_suite() {
 }
 
 #[test]
+fn every_cpu_kernel_gives_the_f32_results_on_non_finite_inputs() {
+    for kernel in CPU_KERNELS.iter().filter(|k| (k.detected)()) {
+        let result = check::run_non_finite_case(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            cpu::gemm(Some(kernel.name), None, alpha, a, b, beta, c)
+        });
+        assert!(result.is_ok(), "cpu {}: {}", kernel.name, result.unwrap_err());
+    }
+    // Not vacuous: a GEMM that flushes non-finite outputs to zero fails it.
+    let flushing = check::run_non_finite_case(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+        cpu::gemm(None, None, alpha, a, b, beta, c)?;
+        c.data.iter_mut().filter(|x| !x.is_finite()).for_each(|x| *x = 0.0);
+        Ok(())
+    });
+    assert!(flushing.is_err());
+}
+
+#[test]
 fn the_checker_catches_a_wrong_kernel() {
     // A GEMM that forgets beta must fail the suite: the suite is not vacuous.
     let (failures, _) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, _beta, c: &mut MatMut| {

@@ -103,6 +103,18 @@ fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
 }
 
 #[test]
+fn non_finite_and_huge_inputs_give_the_f32_results() {
+    let Some(gpu) = gpu_or_skip("non_finite_and_huge_inputs_give_the_f32_results") else { return };
+    for kernel in gpu.kernels() {
+        let name = kernel.spec.name;
+        let result = check::run_non_finite_case(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            gpu.gemm(Some(name), alpha, a, b, beta, c)
+        });
+        assert!(result.is_ok(), "gpu {name}: {}", result.unwrap_err());
+    }
+}
+
+#[test]
 fn shapes_past_one_grid_run_as_several_launches() {
     let Some(gpu) = gpu_or_skip("shapes_past_one_grid_run_as_several_launches") else { return };
     // 65535 tiles of 128 rows plus a partial one: two launches of every kernel (more for the

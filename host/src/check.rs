@@ -286,6 +286,46 @@ pub fn all_cases() -> Vec<Case> {
     all
 }
 
+/// Inputs that no TF32 split can carry, against `f32` arithmetic: an infinity and a NaN in `A`,
+/// an infinity in `B`, and `f32::MAX` in `A` (finite in `f32`, infinite once rounded to TF32)
+/// whose products stay finite; `m x n x k = 129 x 67 x 1001`, so that the GPU's tensor-core
+/// kernels split `K` and an output recomputed exactly in one slice meets the other slices'
+/// sums. Every output must be NaN where `f32` gives NaN and equal to it otherwise: the other
+/// values are small integers and each output has at most one huge term, so no order of
+/// summation rounds differently. `C = A B + C`, row-major.
+pub fn run_non_finite_case(mut gemm: impl GemmUnderTest) -> Result<(), String> {
+    let (m, n, k) = (129, 67, 1001);
+    let integers = |len: usize, salt: usize| -> Vec<f32> {
+        (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
+    };
+    let (mut a, mut b, c0) = (integers(m * k, 1), integers(k * n, 2), integers(m * n, 3));
+    a[3 * k + 10] = f32::INFINITY; // row 3: +-inf, or NaN where B[10][j] is 0
+    a[50 * k + 600] = f32::NAN; // row 50: NaN
+    b[20 * n + 5] = f32::NEG_INFINITY; // column 5: +-inf or NaN
+    a[100 * k + 7] = f32::MAX; // row 100: MAX / 2 plus integers, which MAX / 2 absorbs
+    b[7 * n..8 * n].fill(0.5);
+    let expected: Vec<f32> = (0..m * n)
+        .map(|e| (0..k).fold(c0[e], |sum, p| a[e / n * k + p].mul_add(b[p * n + e % n], sum)))
+        .collect();
+    let mut c = c0.clone();
+    gemm(
+        1.0,
+        &MatRef::contiguous(&a, m, k),
+        &MatRef::contiguous(&b, k, n),
+        1.0,
+        &mut MatMut::contiguous(&mut c, m, n),
+    )
+    .map_err(|e| format!("non-finite case: returned {e}"))?;
+    let wrong: Vec<String> = (0..m * n)
+        .filter(|&e| if expected[e].is_nan() { !c[e].is_nan() } else { c[e] != expected[e] })
+        .map(|e| format!("C[{}][{}] = {}, f32 gives {}", e / n, e % n, c[e], expected[e]))
+        .collect();
+    match wrong.first() {
+        None => Ok(()),
+        Some(first) => Err(format!("non-finite case: {} outputs wrong, first {first}", wrong.len())),
+    }
+}
+
 /// Runs [`all_cases`]; see [`run_cases`].
 pub fn run_suite(gemm: impl GemmUnderTest) -> (Vec<String>, f64) {
     run_cases(&all_cases(), gemm)
