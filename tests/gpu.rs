@@ -75,20 +75,15 @@ fn device_out_of_memory_is_an_error_and_the_handle_survives() {
     assert!(gpu.alloc(16, 16, 16).is_ok());
 }
 
-/// Small integers from a fixed sequence: products and sums stay exact in f32.
-fn integers(len: usize, salt: usize) -> Vec<f32> {
-    (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
-}
-
 #[test]
 fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
     let Some(gpu) = gpu_or_skip("gpu_and_cpu_agree_bit_for_bit_on_integers") else { return };
     let (m, n, k) = (129, 67, 301);
     for (trans_a, trans_b, layout) in check::COMBOS {
         // Each view is op(X), X stored contiguously in `layout`.
-        let a = MatRef::op_contiguous(integers(m * k, 1).leak(), layout, trans_a, m, k);
-        let b = MatRef::op_contiguous(integers(k * n, 2).leak(), layout, trans_b, k, n);
-        let c0 = integers(m * n, 3);
+        let a = MatRef::op_contiguous(check::integers(m * k, 1).leak(), layout, trans_a, m, k);
+        let b = MatRef::op_contiguous(check::integers(k * n, 2).leak(), layout, trans_b, k, n);
+        let c0 = check::integers(m * n, 3);
         let (ldc, _) = layout.extents(m, n);
         let mut cpu = c0.clone();
         let mut c = MatMut { data: &mut cpu, rows: m, cols: n, ld: ldc, layout };
@@ -147,7 +142,7 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
     }
     let Some(gpu) = gpu_or_skip("offsets_past_2_to_the_32_elements_index_correctly") else { return };
     let (m, n, k, ldc) = ((1 << 21) + 1, 4, 4, 2100);
-    let (a, b) = (integers(m * k, 4), integers(k * n, 5));
+    let (a, b) = (check::integers(m * k, 4), check::integers(k * n, 5));
     let span = (m - 1) * ldc + n;
     assert!(span > 1 << 32);
     let mut c = vec![0.0f32; span];

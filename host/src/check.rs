@@ -286,6 +286,12 @@ pub fn all_cases() -> Vec<Case> {
     all
 }
 
+/// `len` small integers (-4 to 4) from a fixed sequence, varied by `salt`: their products and
+/// sums stay exact in `f32`, so any order of summation gives the same result.
+pub fn integers(len: usize, salt: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
+}
+
 /// Inputs that no TF32 split can carry, against `f32` arithmetic: an infinity and a NaN in `A`,
 /// an infinity in `B`, and `f32::MAX` in `A` (finite in `f32`, infinite once rounded to TF32)
 /// whose products stay finite; `m x n x k = 129 x 67 x 1001`, so that the GPU's tensor-core
@@ -295,9 +301,6 @@ pub fn all_cases() -> Vec<Case> {
 /// summation rounds differently. `C = A B + C`, row-major.
 pub fn run_non_finite_case(mut gemm: impl GemmUnderTest) -> Result<(), String> {
     let (m, n, k) = (129, 67, 1001);
-    let integers = |len: usize, salt: usize| -> Vec<f32> {
-        (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
-    };
     let (mut a, mut b, c0) = (integers(m * k, 1), integers(k * n, 2), integers(m * n, 3));
     a[3 * k + 10] = f32::INFINITY; // row 3: +-inf, or NaN where B[10][j] is 0
     a[50 * k + 600] = f32::NAN; // row 50: NaN

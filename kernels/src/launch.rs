@@ -68,6 +68,11 @@ impl KernelSpec {
         }
     }
 
+    /// Whether the PTX module for `arch` (`sm_80`, `sm_90a`) has this kernel ([`arch`](Self::arch)).
+    pub fn in_module(&self, arch: &str) -> bool {
+        self.arch.is_none_or(|only| only == arch)
+    }
+
     /// Threads per block.
     pub const fn threads(&self) -> u32 {
         self.block.0 * self.block.1

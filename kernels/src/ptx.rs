@@ -375,11 +375,19 @@ pub fn fence_proxy_async_shared() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
 
+/// The operands `d0..d63` of [`asm_with_accumulators!`] as a template fragment, `{d0}, ..., {d63}`.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! accumulators {
+    () => {
+        "{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}"
+    };
+}
+
 /// `asm!` with the 64 accumulators `$d` of an `m64n128` `wgmma` tile as the operands `d0..d63`,
 /// passed `inout` or `out` (`$dir`), after the template and before the other operands.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! asm_with_accumulators {
-    ($dir:ident $d:ident, $($template:literal),+; $($operands:tt)*) => {
+    ($dir:ident $d:ident, $($template:expr),+; $($operands:tt)*) => {
         asm!(
             $($template),+,
             d0 = $dir(reg32) $d[0],
@@ -451,6 +459,27 @@ macro_rules! asm_with_accumulators {
     };
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32` on the accumulators `$d` (`$dir`:
+/// `inout` or `out`) and the descriptors `$a`, `$b`, with scale-d `$scale_d` (`"1"`:
+/// `D = A B + D`, `"0"`: `D = A B`) and both operands unnegated.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! mma_async {
+    ($dir:ident $d:ident, $scale_d:literal, $a:ident, $b:ident) => {
+        asm_with_accumulators!($dir $d,
+            concat!(
+                "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{",
+                accumulators!(),
+                "}}, {a}, {b}, ",
+                $scale_d,
+                ", 1, 1;"
+            );
+            a = in(reg64) $a.0,
+            b = in(reg64) $b.0,
+            options(nostack),
+        )
+    };
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: the warpgroup (4 warps, 128
 /// threads) multiplies the 64 x 8 TF32 matrix `A` by the 8 x 128 TF32 matrix `B`, both read
 /// from shared memory through their descriptors (both "K-major": 4 consecutive `k` of a row of
@@ -472,15 +501,7 @@ macro_rules! asm_with_accumulators {
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe {
-        asm_with_accumulators!(inout d,
-            "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 \
-             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {a}, {b}, 1, 1, 1;";
-            a = in(reg64) a.0,
-            b = in(reg64) b.0,
-            options(nostack),
-        );
-    }
+    unsafe { mma_async!(inout d, "1", a, b) }
 }
 
 /// [`wgmma_m64n128k8_tf32`] with `D = A B`: the accumulators' old values are not read, so the
@@ -491,15 +512,7 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: Ma
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32_into(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe {
-        asm_with_accumulators!(out d,
-            "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 \
-             {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}}}, {a}, {b}, 0, 1, 1;";
-            a = in(reg64) a.0,
-            b = in(reg64) b.0,
-            options(nostack),
-        );
-    }
+    unsafe { mma_async!(out d, "0", a, b) }
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the group of the `wgmma` instructions this warp
@@ -526,7 +539,7 @@ pub unsafe fn wgmma_wait_group<const N: u32>(d: &mut [f32; 64]) {
     unsafe {
         asm_with_accumulators!(inout d,
             "wgmma.wait_group.sync.aligned {n};",
-            "// {d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}";
+            concat!("// ", accumulators!());
             n = const N,
             options(nostack),
         );

@@ -97,7 +97,7 @@ fn build_ptx() -> Result<(), String> {
 
 /// Every kernel the host may launch from this module must be an entry of it.
 fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
-    let in_module = all_specs().filter(|s| s.arch.is_none_or(|only| only == arch));
+    let in_module = all_specs().filter(|s| s.in_module(arch));
     let entries = in_module.flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
     for entry in entries {
         if !ptx.contains(&format!(".entry {entry}(")) {

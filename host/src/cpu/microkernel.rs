@@ -44,8 +44,8 @@ pub struct Microkernel {
     pub mr: usize,
     /// Columns of the register tile (the `B` panel width).
     pub nr: usize,
-    /// Largest depth of a packed block: an `MR x kc` panel of `A` stays in L1 while the `B`
-    /// panels stream past it.
+    /// Largest depth of a packed block: an `MR x kc` panel of `A` stays in L1 or L2 while the
+    /// `B` panels stream past it.
     pub kc: usize,
     /// Target columns of a packed `B` block (`kc x nc`): the blocks of one product are of equal
     /// width around it.

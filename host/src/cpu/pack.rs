@@ -4,10 +4,10 @@
 //! each block is rearranged once into contiguous panels: `A` into `MR`-row panels stored column
 //! by column, `B` into `NR`-column panels stored row by row. Packing is where the caller's
 //! layout ends: leading dimensions, row- or column-major storage and so transposes (a
-//! transpose is a view with the other layout) are read here and nowhere else, panels
-//! are padded with zeros to full `MR` or `NR`, and what the microkernel then reads is contiguous,
-//! aligned to nothing in particular and free of TLB misses. Its cost, `O(mk + kn)` per block,
-//! is spread over `O(mnk)` multiply-adds.
+//! transpose is a view with the other layout) are read here and nowhere else, panels are
+//! padded with zeros to full `MR` or `NR`, and what the microkernel then reads is contiguous
+//! and starts at a cache line ([`packed`](super::packed) aligns the buffers). Its cost,
+//! `O(mk + kn)` per block, is spread over `O(mnk)` multiply-adds.
 
 use std::ops::Range;
 

@@ -18,7 +18,8 @@
 //! the tiles of C are visited along a row, again in address order. The other order (a B panel
 //! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
 //! the 32 KB L1. Larger `kc` means fewer passes over C (`k / kc` reads and writes of each tile);
-//! 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512). A B block of
+//! 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512; 768 and 1024 measured
+//! within -3% to +3% of it, 2048 up to 25% slower: its 16 MB B block no longer stays in L3). A B block of
 //! `512 x 2048` (4 MB) is far larger than the 1 MB L2, so B streams from L3 at every A panel;
 //! that costs nothing measurable: the microkernel needs 128 bytes of B per 24 cycles, and with
 //! `nc = 256` (a 512 KB block that stays in L2) the microkernel's share of a single-threaded
@@ -29,8 +30,8 @@
 //! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
 //! written.
 //!
-//! A task is one panel of A, the BLIS `ic` and `ir` loops in one: the panel stays in L1 and B
-//! in L3 whatever the height of a task, so the height only decides how evenly rayon's work
+//! A task is one panel of A, the BLIS `ic` and `ir` loops in one: the panel stays in L1 or L2
+//! and B in L3 whatever the height of a task, so the height only decides how evenly rayon's work
 //! stealing shares each block between threads (a few hundred tasks leave at most one panel's
 //! work to one thread at the end). Tasks of up to 4 panels, 43 per block at n = 2048, measured
 //! 1-2% slower at n = 2047 and 2048 and 3-4% at 1024 on two threads; one thread does not notice.
@@ -145,7 +146,8 @@ fn row_of_tiles(
 ) {
     let (mr, nr) = (uk.mr, uk.nr);
     let mut scratch = [0.0f32; MAX_TILE];
-    // The MR x kc panel of A stays in L1 while every panel of the B block streams past it,
+    // The MR x kc panel of A is read again for every panel of the B block streaming past it
+    // (from L1, or from L2 where the 64 KB B panel going through the 32 KB L1 evicted it),
     // writing one row of tiles of C left to right (sequential lines the prefetcher follows).
     for (q, b_panel) in b_packed.chunks_exact(nr * kc).enumerate() {
         let col = cols.start + q * nr;

@@ -171,7 +171,7 @@ impl Gpu {
             let vec4 = spec.vec4_entry.map(|e| load_entry(e, spec.smem_bytes)).transpose()?;
             Ok(GpuKernel { spec, function, vec4 })
         };
-        let in_module = GEMM_KERNELS.iter().filter(|s| s.arch.is_none_or(|only| only == ptx_arch));
+        let in_module = GEMM_KERNELS.iter().filter(|s| s.in_module(ptx_arch));
         let kernels = in_module.map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
