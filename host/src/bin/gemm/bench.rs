@@ -10,8 +10,9 @@
 //! - the mean of the second half of the replays is the reported time (`seconds`), with the
 //!   median of that half and its spread (standard deviation over mean).
 //!
-//! On the CPU the replays are timed with the wall clock (at least 3, and as many as fit in
-//! about a second, up to the same schedule).
+//! On the CPU the contenders take turns, timed with the wall clock, and the median is reported
+//! ([`time_cpu`]); a register-only FMA loop takes its turn in the same rounds, so that every row
+//! carries the machine's peak measured alongside it, and the fraction of it that row reached.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -76,16 +77,7 @@ pub struct Record {
     /// SM clock (MHz) read by nvidia-smi before and after the sweep.
     pub sm_clock_mhz: Option<(u32, u32)>,
     pub command: String,
-    /// CPU only: a register-only FMA loop on `threads` threads, the machine's measured peak.
-    pub fma_peak: Vec<FmaPeak>,
     pub rows: Vec<Row>,
-}
-
-/// The measured FMA peak at one thread count.
-#[derive(Serialize)]
-pub struct FmaPeak {
-    pub threads: usize,
-    pub tflops: f64,
 }
 
 /// One kernel at one size.
@@ -114,6 +106,11 @@ pub struct Row {
     pub peer_tflops: Option<f64>,
     /// `tflops / peer_tflops`.
     pub ratio: Option<f64>,
+    /// CPU only: the register-only FMA loop on `threads` threads, timed in the same rounds as
+    /// this row's contenders (median), the machine's peak at this moment.
+    pub fma_peak_tflops: Option<f64>,
+    /// `tflops / fma_peak_tflops`.
+    pub peak_fraction: Option<f64>,
     /// Largest `|c - ref| / (|alpha| sum|a||b| + |beta c|)` on 16 sampled rows.
     pub max_rel_err: f64,
     pub passed: bool,
@@ -274,21 +271,6 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         None => cpu_name(),
     };
 
-    let fma_peak = match engine.gpu() {
-        Some(_) => Vec::new(),
-        None => thread_counts
-            .iter()
-            .filter_map(|&t| Some(FmaPeak { threads: t, tflops: crate::fma_peak::measure(t)? }))
-            .collect(),
-    };
-    for peak in &fma_peak {
-        println!(
-            "FMA peak on {} thread(s): {:.1} GFLOP/s (register-only loop)",
-            peak.threads,
-            peak.tflops * 1e3
-        );
-    }
-
     let progress = ProgressBar::new((sizes.len() * thread_counts.len() * kernels.len()) as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} / ~{duration}]")
@@ -297,8 +279,18 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     say(
         &progress,
         format!(
-            "{:>6} {:>3} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>9}",
-            "n", "thr", "kernel", "mean ms", "median ms", "spread", "TFLOP/s", "peer", "ratio", "max err"
+            "{:>6} {:>3} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>7} {:>9}",
+            "n",
+            "thr",
+            "kernel",
+            "mean ms",
+            "median ms",
+            "spread",
+            "TFLOP/s",
+            "peer",
+            "ratio",
+            "of peak",
+            "max err"
         ),
     );
     let mut rows = Vec::new();
@@ -308,7 +300,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         let flops = 2.0 * (n as f64).powi(3);
         for &threads in &thread_counts {
             progress.set_message(format!("n = {n}, {threads} thread(s)"));
-            let (ours, peers) = match (engine.gpu(), flush.as_mut()) {
+            let Timings { ours, peers, peak } = match (engine.gpu(), flush.as_mut()) {
                 (Some(gpu), Some(flush)) => {
                     time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
                 }
@@ -333,6 +325,8 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     peer: best_peer.as_ref().map(|p| p.name.clone()),
                     peer_tflops: best_peer.as_ref().map(|p| p.tflops),
                     ratio: best_peer.as_ref().map(|p| timing.tflops / p.tflops),
+                    fma_peak_tflops: peak.as_ref().map(|p| p.tflops),
+                    peak_fraction: peak.as_ref().map(|p| timing.tflops / p.tflops),
                     max_rel_err: timing.max_rel_err,
                     passed: timing.max_rel_err <= tolerance,
                     peers: peers.clone(),
@@ -340,7 +334,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                 say(
                     &progress,
                     format!(
-                        "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>9.2e}{}",
+                        "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>7} {:>9.2e}{}",
                         n,
                         threads,
                         row.kernel,
@@ -350,6 +344,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                         row.tflops,
                         row.peer_tflops.map_or("-".into(), |p| format!("{p:.3}")),
                         row.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+                        row.peak_fraction.map_or("-".into(), |f| format!("{:.1}%", f * 100.0)),
                         row.max_rel_err,
                         if row.passed { "" } else { " FAIL" },
                     ),
@@ -370,7 +365,6 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         driver,
         sm_clock_mhz: clock_before.zip(clock_after),
         command,
-        fma_peak,
         rows,
     };
     if let Some(path) = &args.json {
@@ -391,7 +385,16 @@ fn say(progress: &ProgressBar, line: String) {
     if progress.is_hidden() { println!("{line}") } else { progress.println(line) }
 }
 
+/// Our kernel's timing, with the name asked for and the kernel that ran.
 type Timed = (String, String, Timing);
+
+/// Everything timed at one size and thread count.
+struct Timings {
+    ours: Vec<Timed>,
+    peers: Vec<Timing>,
+    /// The FMA loop timed alongside (CPU only).
+    peak: Option<Timing>,
+}
 
 fn time_gpu(
     gpu: &Gpu,
@@ -401,7 +404,7 @@ fn time_gpu(
     with_peers: bool,
     flops: f64,
     progress: &ProgressBar,
-) -> Result<(Vec<Timed>, Vec<Timing>), Error> {
+) -> Result<Timings, Error> {
     let (a, b, c0) = problem.views();
     let (a_dev, b_dev) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut c_dev = gpu.upload(&c0)?;
@@ -433,7 +436,7 @@ fn time_gpu(
     if with_peers {
         peers.push(cublas_peer(gpu, &mut measure, &a_dev, &b_dev)?);
     }
-    Ok((ours, peers))
+    Ok(Timings { ours, peers, peak: None })
 }
 
 type Measure<'a> =
@@ -463,7 +466,21 @@ fn cublas_peer(
 /// A CPU contender's run: `C = A B` into the given buffer.
 type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
 
-/// Times our CPU kernels and, with `with_peers`, every CPU peer, all on `threads` threads.
+/// What a CPU contender is.
+enum Role<'a> {
+    /// One of our kernels: the name it resolved to.
+    Ours(&'a str),
+    /// A peer library.
+    Peer,
+    /// The register-only FMA loop: no product to check, its own operation count.
+    Peak { flops: f64 },
+}
+
+/// A CPU contender: its name, what it is, its run and the untimed pause after each run.
+type Contender<'a> = (String, Role<'a>, CpuRun<'a>, Duration);
+
+/// Times our CPU kernels, with `with_peers` every CPU peer, and the FMA peak, all on `threads`
+/// threads.
 ///
 /// Each contender runs once untimed (its result is checked), then the contenders take turns,
 /// one timed run each per round, for as many rounds as fit in about ten seconds (7 at least, at
@@ -471,6 +488,12 @@ type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
 /// 2 samples) left rows swinging by 5-10% from one sweep to the next. Taking turns matters on a
 /// shared machine: a burst of load from a neighbour lands on every contender alike instead of
 /// on whichever was being timed.
+///
+/// The FMA loop takes its turn last in every round, sized to last about as long as the average
+/// contender's run, and its median is the row's peak. Measured once before the sweep instead (the
+/// best of three 30 ms runs), the peak was compared with GEMMs timed minutes later, while this
+/// machine's speed drifts by several percent over minutes with its neighbours' load: n = 2048 on
+/// one thread read 0.86-0.89 of that peak, and 0.90-0.92 of the peak timed alternately with it.
 fn time_cpu(
     problem: &Problem,
     kernels: &[String],
@@ -478,11 +501,10 @@ fn time_cpu(
     with_peers: bool,
     flops: f64,
     progress: &ProgressBar,
-) -> Result<(Vec<Timed>, Vec<Timing>), BenchError> {
+) -> Result<Timings, BenchError> {
     let (a, b, _) = problem.views();
     let n = problem.n;
-    // (name, our kernel or None for a peer, the run, the untimed pause after it)
-    let mut contenders: Vec<(String, Option<&str>, CpuRun, Duration)> = Vec::new();
+    let mut contenders: Vec<Contender> = Vec::new();
     for kernel in kernels {
         let resolved = sgemm::cpu::kernel((kernel != "auto").then_some(kernel.as_str()))?.name;
         let run: CpuRun = Box::new(move |c| {
@@ -496,7 +518,7 @@ fn time_cpu(
                 &mut MatMut::contiguous(c, n, n),
             )
         });
-        contenders.push((kernel.clone(), Some(resolved), run, Duration::ZERO));
+        contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
     }
     if with_peers {
         for peer in crate::cpu_peers::peers()? {
@@ -504,7 +526,7 @@ fn time_cpu(
                 (peer.run)(threads, &a, &b, c);
                 Ok(())
             });
-            contenders.push((peer.name.to_string(), None, run, peer.settle));
+            contenders.push((peer.name.to_string(), Role::Peer, run, peer.settle));
         }
     }
     let mut c = problem.c0.clone();
@@ -517,6 +539,16 @@ fn time_cpu(
         errors.push(problem.error(&c));
         std::thread::sleep(*settle);
     }
+    if let Some(fma) = crate::fma_peak::FmaLoop::detect() {
+        let trips = fma.trips_for(round_seconds / contenders.len() as f64);
+        let run: CpuRun = Box::new(move |_| {
+            fma.run(threads, trips);
+            Ok(())
+        });
+        let role = Role::Peak { flops: fma.flops(threads, trips) };
+        contenders.push(("fma peak".into(), role, run, Duration::ZERO));
+        errors.push(0.0);
+    }
     let rounds = ((10.0 / round_seconds) as usize).clamp(7, replays(n));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
@@ -527,18 +559,22 @@ fn time_cpu(
             std::thread::sleep(*settle);
         }
     }
-    let (mut ours, mut peers) = (Vec::new(), Vec::new());
-    for (((name, resolved, _, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
-        let timing = summarize(name, samples, flops, error, Estimator::Median);
-        match resolved {
-            Some(resolved) => {
-                ours.push((name.clone(), resolved.to_string(), timing));
+    let (mut ours, mut peers, mut peak) = (Vec::new(), Vec::new(), None);
+    for (((name, role, _, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
+        match *role {
+            Role::Ours(resolved) => {
+                ours.push((
+                    name.clone(),
+                    resolved.to_string(),
+                    summarize(name, samples, flops, error, Estimator::Median),
+                ));
                 progress.inc(1);
             }
-            None => peers.push(timing),
+            Role::Peer => peers.push(summarize(name, samples, flops, error, Estimator::Median)),
+            Role::Peak { flops } => peak = Some(summarize(name, samples, flops, error, Estimator::Median)),
         }
     }
-    Ok((ours, peers))
+    Ok(Timings { ours, peers, peak })
 }
 
 /// Per kernel: the geometric mean and the minimum of the ratio to the peer over the sweep.
@@ -562,12 +598,12 @@ fn print_summary(rows: &[Row]) {
 
 fn to_csv(record: &Record) -> String {
     let mut out = String::from(
-        "device,date,commit,backend,kernel,resolved,m,n,k,threads,seconds,median_seconds,spread,replays,tflops,peer,peer_tflops,ratio,max_rel_err,passed\n",
+        "device,date,commit,backend,kernel,resolved,m,n,k,threads,seconds,median_seconds,spread,replays,tflops,peer,peer_tflops,ratio,fma_peak_tflops,peak_fraction,max_rel_err,passed\n",
     );
     let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     for r in &record.rows {
         out += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             record.device,
             record.date,
             record.commit,
@@ -586,6 +622,8 @@ fn to_csv(record: &Record) -> String {
             r.peer.as_deref().unwrap_or(""),
             opt(r.peer_tflops),
             opt(r.ratio),
+            opt(r.fma_peak_tflops),
+            opt(r.peak_fraction),
             r.max_rel_err,
             r.passed
         );

@@ -1,45 +1,62 @@
 //! The machine's FMA peak, measured: a loop of independent fused multiply-adds on registers only,
 //! on `threads` threads at once. The CPU targets (a fraction of peak) are stated against this
-//! figure from the same run, not against a datasheet clock.
+//! figure, timed in the same rounds as the GEMMs it is compared with
+//! ([`time_cpu`](crate::bench)), not against a datasheet clock.
 
 use std::time::Instant;
 
 /// Independent accumulators: more than FMA latency (4 cycles) times the FMA issue rate (2 per
 /// cycle), so the loop is bound by FMA throughput alone.
 const CHAINS: usize = 12;
-/// Loop trips per measurement: about 40 ms at 100 GFLOP/s per thread.
-const TRIPS: usize = 10_000_000;
 
-/// TFLOP/s: the best of three runs of the loop on `threads` threads, with the
-/// widest vectors the CPU has (AVX-512, else AVX2+FMA); `None` without either.
-pub fn measure(threads: usize) -> Option<f64> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (kernel, lanes): (fn() -> f32, usize) = if is_x86_feature_detected!("avx512f") {
-            (|| unsafe { x86::avx512() }, 16)
-        } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            (|| unsafe { x86::avx2() }, 8)
-        } else {
-            return None;
-        };
-        let flops = (2 * CHAINS * lanes * TRIPS * threads) as f64;
-        let best = (0..3)
-            .map(|_| {
-                let started = Instant::now();
-                std::thread::scope(|s| {
-                    for _ in 0..threads {
-                        s.spawn(|| std::hint::black_box(kernel()));
-                    }
-                });
-                started.elapsed().as_secs_f64()
-            })
-            .fold(f64::INFINITY, f64::min);
-        Some(flops / best / 1e12)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = threads;
+/// The register-only FMA loop with the widest vectors the CPU has (AVX-512, else AVX2+FMA).
+#[derive(Clone, Copy)]
+pub struct FmaLoop {
+    /// `CHAINS` independent chains of `acc = acc * x + y`, the argument's number of trips.
+    kernel: fn(usize) -> f32,
+    /// f32 lanes per vector.
+    lanes: usize,
+}
+
+impl FmaLoop {
+    /// The loop for this CPU; `None` without AVX-512 or AVX2+FMA.
+    pub fn detect() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY (both closures): the instruction set was detected just before.
+            if is_x86_feature_detected!("avx512f") {
+                return Some(FmaLoop { kernel: |trips| unsafe { x86::avx512(trips) }, lanes: 16 });
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Some(FmaLoop { kernel: |trips| unsafe { x86::avx2(trips) }, lanes: 8 });
+            }
+        }
         None
+    }
+
+    /// Floating-point operations of one [`run`](Self::run).
+    pub fn flops(&self, threads: usize, trips: usize) -> f64 {
+        (2 * CHAINS * self.lanes * trips * threads) as f64
+    }
+
+    /// `trips` trips on each of `threads` threads at once.
+    pub fn run(&self, threads: usize, trips: usize) {
+        let kernel = self.kernel;
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(move || std::hint::black_box(kernel(std::hint::black_box(trips))));
+            }
+        });
+    }
+
+    /// The trip count for a run of about `seconds` on one thread (at least 1000 trips),
+    /// from a calibration run of a millisecond or so.
+    pub fn trips_for(&self, seconds: f64) -> usize {
+        const PROBE: usize = 200_000;
+        let started = Instant::now();
+        self.run(1, PROBE);
+        let per_trip = started.elapsed().as_secs_f64() / PROBE as f64;
+        ((seconds / per_trip) as usize).max(1000)
     }
 }
 
@@ -47,14 +64,14 @@ pub fn measure(threads: usize) -> Option<f64> {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{CHAINS, TRIPS};
+    use super::CHAINS;
 
-    /// `CHAINS` independent `acc = acc * x + y` chains of 16 lanes, `TRIPS` times.
+    /// `CHAINS` independent `acc = acc * x + y` chains of 16 lanes, `trips` times.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn avx512() -> f32 {
+    pub unsafe fn avx512(trips: usize) -> f32 {
         let (x, y) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
         let mut acc = [_mm512_set1_ps(1.0); CHAINS];
-        for _ in 0..TRIPS {
+        for _ in 0..trips {
             for a in &mut acc {
                 *a = _mm512_fmadd_ps(*a, x, y);
             }
@@ -64,10 +81,10 @@ mod x86 {
 
     /// The same with 8-lane AVX2 vectors.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn avx2() -> f32 {
+    pub unsafe fn avx2(trips: usize) -> f32 {
         let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
         let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-        for _ in 0..TRIPS {
+        for _ in 0..trips {
             for a in &mut acc {
                 *a = _mm256_fmadd_ps(*a, x, y);
             }
