@@ -11,8 +11,8 @@
 //!   median of that half and its spread (standard deviation over mean).
 //!
 //! On the CPU the contenders take turns, timed with the wall clock, and the median is reported
-//! ([`time_cpu`]); a register-only FMA loop takes its turn in the same rounds, so that every row
-//! carries the machine's peak measured alongside it, and the fraction of it that row reached.
+//! ([`time_cpu`]); on one thread a register-only FMA loop takes its turn in the same rounds, so
+//! that the row carries the core's peak measured alongside it, and the fraction of it reached.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -106,8 +106,8 @@ pub struct Row {
     pub peer_tflops: Option<f64>,
     /// `tflops / peer_tflops`.
     pub ratio: Option<f64>,
-    /// CPU only: the register-only FMA loop on `threads` threads, timed in the same rounds as
-    /// this row's contenders (median), the machine's peak at this moment.
+    /// Single-threaded CPU rows only: the register-only FMA loop, timed in the same rounds as
+    /// this row's contenders (median), the core's peak at this moment.
     pub fma_peak_tflops: Option<f64>,
     /// `tflops / fma_peak_tflops`.
     pub peak_fraction: Option<f64>,
@@ -479,8 +479,8 @@ enum Role<'a> {
 /// A CPU contender: its name, what it is, its run and the untimed pause after each run.
 type Contender<'a> = (String, Role<'a>, CpuRun<'a>, Duration);
 
-/// Times our CPU kernels, with `with_peers` every CPU peer, and the FMA peak, all on `threads`
-/// threads.
+/// Times our CPU kernels and, with `with_peers`, every CPU peer, all on `threads` threads; on
+/// one thread, the FMA peak as well.
 ///
 /// Each contender runs once untimed (its result is checked), then the contenders take turns,
 /// one timed run each per round, for as many rounds as fit in about ten seconds (7 at least, at
@@ -489,11 +489,15 @@ type Contender<'a> = (String, Role<'a>, CpuRun<'a>, Duration);
 /// shared machine: a burst of load from a neighbour lands on every contender alike instead of
 /// on whichever was being timed.
 ///
-/// The FMA loop takes its turn last in every round, sized to last about as long as the average
-/// contender's run, and its median is the row's peak. Measured once before the sweep instead (the
+/// The FMA loop takes its turn last in every round, sized to last about as long as our first
+/// kernel's run, and its median is the row's peak. Measured once before the sweep instead (the
 /// best of three 30 ms runs), the peak was compared with GEMMs timed minutes later, while this
 /// machine's speed drifts by several percent over minutes with its neighbours' load: n = 2048 on
 /// one thread read 0.86-0.89 of that peak, and 0.90-0.92 of the peak timed alternately with it.
+/// It is not timed on more threads: run on both cores of this VM (scoped threads or a rayon
+/// pool, with or without a 20 ms pause after it), it slowed our 2-thread n = 512 run from about
+/// 1.7 to 2.8 ms in the same rounds (cause not found), which would have skewed the comparison
+/// with the peers it exists to support.
 fn time_cpu(
     problem: &Problem,
     kernels: &[String],
@@ -531,21 +535,25 @@ fn time_cpu(
     }
     let mut c = problem.c0.clone();
     let mut errors = Vec::new();
-    let mut round_seconds = 0.0;
-    for (_, _, run, settle) in &contenders {
+    let (mut round_seconds, mut first_seconds) = (0.0, 0.0);
+    for (i, (_, _, run, settle)) in contenders.iter().enumerate() {
         let started = Instant::now();
         run(&mut c)?;
-        round_seconds += started.elapsed().as_secs_f64() + settle.as_secs_f64();
+        let seconds = started.elapsed().as_secs_f64();
+        round_seconds += seconds + settle.as_secs_f64();
+        if i == 0 {
+            first_seconds = seconds;
+        }
         errors.push(problem.error(&c));
         std::thread::sleep(*settle);
     }
-    if let Some(fma) = crate::fma_peak::FmaLoop::detect() {
-        let trips = fma.trips_for(round_seconds / contenders.len() as f64);
+    if let Some(fma) = crate::fma_peak::FmaLoop::detect().filter(|_| threads == 1) {
+        let trips = fma.trips_for(first_seconds);
         let run: CpuRun = Box::new(move |_| {
-            fma.run(threads, trips);
+            fma.run(trips);
             Ok(())
         });
-        let role = Role::Peak { flops: fma.flops(threads, trips) };
+        let role = Role::Peak { flops: fma.flops(trips) };
         contenders.push(("fma peak".into(), role, run, Duration::ZERO));
         errors.push(0.0);
     }

@@ -1,7 +1,7 @@
-//! The machine's FMA peak, measured: a loop of independent fused multiply-adds on registers only,
-//! on `threads` threads at once. The CPU targets (a fraction of peak) are stated against this
-//! figure, timed in the same rounds as the GEMMs it is compared with
-//! ([`time_cpu`](crate::bench)), not against a datasheet clock.
+//! The machine's FMA peak on one core, measured: a loop of independent fused multiply-adds on
+//! registers only. The single-threaded CPU target (a fraction of peak) is stated against this
+//! figure, timed in the same rounds as the GEMMs it is compared with (`bench::time_cpu`), not
+//! against a datasheet clock.
 
 use std::time::Instant;
 
@@ -35,26 +35,21 @@ impl FmaLoop {
     }
 
     /// Floating-point operations of one [`run`](Self::run).
-    pub fn flops(&self, threads: usize, trips: usize) -> f64 {
-        (2 * CHAINS * self.lanes * trips * threads) as f64
+    pub fn flops(&self, trips: usize) -> f64 {
+        (2 * CHAINS * self.lanes * trips) as f64
     }
 
-    /// `trips` trips on each of `threads` threads at once.
-    pub fn run(&self, threads: usize, trips: usize) {
-        let kernel = self.kernel;
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(move || std::hint::black_box(kernel(std::hint::black_box(trips))));
-            }
-        });
+    /// `trips` trips on the calling thread.
+    pub fn run(&self, trips: usize) {
+        std::hint::black_box((self.kernel)(std::hint::black_box(trips)));
     }
 
-    /// The trip count for a run of about `seconds` on one thread (at least 1000 trips),
-    /// from a calibration run of a millisecond or so.
+    /// The trip count for a run of about `seconds` (at least 1000 trips), from a calibration
+    /// run of a millisecond or so.
     pub fn trips_for(&self, seconds: f64) -> usize {
         const PROBE: usize = 200_000;
         let started = Instant::now();
-        self.run(1, PROBE);
+        self.run(PROBE);
         let per_trip = started.elapsed().as_secs_f64() / PROBE as f64;
         ((seconds / per_trip) as usize).max(1000)
     }
