@@ -534,28 +534,26 @@ fn time_cpu(
         }
     }
     let mut c = problem.c0.clone();
-    let mut errors = Vec::new();
-    let (mut round_seconds, mut first_seconds) = (0.0, 0.0);
-    for (i, (_, _, run, settle)) in contenders.iter().enumerate() {
+    // The untimed run of each contender: its error and its time, pause included.
+    let (mut errors, mut untimed) = (Vec::new(), Vec::new());
+    for (_, _, run, settle) in &contenders {
         let started = Instant::now();
         run(&mut c)?;
-        let seconds = started.elapsed().as_secs_f64();
-        round_seconds += seconds + settle.as_secs_f64();
-        if i == 0 {
-            first_seconds = seconds;
-        }
+        untimed.push(started.elapsed().as_secs_f64() + settle.as_secs_f64());
         errors.push(problem.error(&c));
         std::thread::sleep(*settle);
     }
+    let round_seconds: f64 = untimed.iter().sum();
     if let Some(fma) = crate::fma_peak::FmaLoop::detect().filter(|_| threads == 1) {
-        let trips = fma.trips_for(first_seconds);
+        // Our first kernel's run (it has no pause after it).
+        let trips = fma.trips_for(untimed[0]);
         let run: CpuRun = Box::new(move |_| {
             fma.run(trips);
             Ok(())
         });
         let role = Role::Peak { flops: fma.flops(trips) };
         contenders.push(("fma peak".into(), role, run, Duration::ZERO));
-        errors.push(0.0);
+        errors.push(0.0); // no product to check
     }
     let rounds = ((10.0 / round_seconds) as usize).clamp(7, replays(n));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
@@ -569,17 +567,18 @@ fn time_cpu(
     }
     let (mut ours, mut peers, mut peak) = (Vec::new(), Vec::new(), None);
     for (((name, role, _, _), samples), error) in contenders.iter().zip(&samples).zip(errors) {
+        let flops = match *role {
+            Role::Peak { flops } => flops,
+            Role::Ours(_) | Role::Peer => flops,
+        };
+        let timing = summarize(name, samples, flops, error, Estimator::Median);
         match *role {
             Role::Ours(resolved) => {
-                ours.push((
-                    name.clone(),
-                    resolved.to_string(),
-                    summarize(name, samples, flops, error, Estimator::Median),
-                ));
+                ours.push((name.clone(), resolved.to_string(), timing));
                 progress.inc(1);
             }
-            Role::Peer => peers.push(summarize(name, samples, flops, error, Estimator::Median)),
-            Role::Peak { flops } => peak = Some(summarize(name, samples, flops, error, Estimator::Median)),
+            Role::Peer => peers.push(timing),
+            Role::Peak { .. } => peak = Some(timing),
         }
     }
     Ok(Timings { ours, peers, peak })
