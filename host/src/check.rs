@@ -7,7 +7,7 @@
 //! (`-1e10` and NaN in the padding from a leading dimension larger than the matrix, and in a
 //! tail after it), fills `C` with NaN when `beta == 0` (it must not be read), runs the GEMM,
 //! then checks that `A` and `B` are bit-identical, that nothing outside `C`'s `m x n` block
-//! changed, and compares `C` with the f64 [`reference`](crate::reference).
+//! changed, and compares `C` with the f64 [`reference`](mod@crate::reference).
 //!
 //! Two sets of cases: [`cases`], shapes around the kernels' tiles and odd sizes up to 4097, and
 //! [`blas_sweep`], the sweep of the reference BLAS test program `sblat3`: every `m, n, k` in

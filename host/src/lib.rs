@@ -30,6 +30,11 @@
 //! outside `C`'s `m x n` block is written; `C` is not read when `beta == 0`, `A` and `B` are
 //! not read when `alpha == 0` or `k == 0`. For data that stays on the GPU, use [`Gpu`] and
 //! [`DeviceMatrix`] directly.
+//!
+//! The steps of the CPU ladder below the public kernels (the microkernel, its packing, its SIMD
+//! trait) are private modules with their own documentation, linked from the public pages:
+//! `cargo doc --document-private-items` builds them.
+#![allow(rustdoc::private_intra_doc_links)]
 
 #[cfg(feature = "ndarray")]
 mod arrays;
