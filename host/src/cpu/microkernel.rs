@@ -16,8 +16,8 @@
 //! step, measured 8-10% slower than `12 x 32` in the same runs.) Alone, on panels in cache, the
 //! `12 x 32` kernel runs at 112 GFLOP/s on one Zen 4 core, the measured FMA peak; the loops around
 //! it decide the rest (unrolling the `kc` loop by 4 measured within noise of the plain loop,
-//! 0.996-1.014, in the whole product). The portable kernel is `4 x 8` in two 4-lane halves, which fits the 16
-//! SSE registers of the x86-64 baseline.
+//! 0.996-1.014, in the whole product). The portable kernel is `4 x 8` in two 4-lane halves, which
+//! fits the 16 SSE registers of the x86-64 baseline.
 //!
 //! Edges do not need a second kernel: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`

@@ -9,15 +9,15 @@
 //! and starts at a cache line ([`packed`](super::packed) aligns the buffers). Its cost,
 //! `O(mk + kn)` per block, is spread over `O(mnk)` multiply-adds.
 //!
-//! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing is 7-8% of
-//! the product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is
-//! still in L2, because between two products the microkernel's stream of `B` pushes the sources
-//! out to L3, and a copy cannot hide that latency behind arithmetic. `faer` does not pack the
-//! operand it broadcasts (our `A`, about half of that cost) and has its microkernel read it in
-//! place, strided: hence its lead of up to 4% at that one size (our ratio to it was 0.96-1.00 in
-//! the recorded sweeps). Here the microkernel never sees a caller's layout, so `A` is
-//! always packed. These did not recover the cost (paired runs against the current code, n = 512 and
-//! 2048): a row-by-row `A` panel, which makes packing a plain copy (0.995-1.004); copying the
+//! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing is 7-8% of the
+//! product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is still in
+//! L2, because between two products the microkernel's stream of `B` pushes the sources out to L3,
+//! and a copy cannot hide that latency behind arithmetic. `faer` does not pack the operand it
+//! broadcasts (our `A`, about half of that cost) and has its microkernel read it in place, strided:
+//! hence its lead of up to 4% at that one size (our ratio to it was 0.96-1.00 in the recorded
+//! sweeps). Here the microkernel never sees a caller's layout, so `A` is always packed. These did
+//! not recover the cost (each timed in turns with this code in one process, n = 512 and 2048): a
+//! row-by-row `A` panel, which makes packing a plain copy (0.989-1.014, two variants); copying the
 //! next panel one row after each tile of the current one (0.97-0.98); software prefetch of the
 //! source rows ahead of the transposes (0.98-0.99); packing all of `A` before the loops
 //! (0.985-0.993); packing `B` 16 rows at a time across the panels (0.975-0.996).

@@ -13,19 +13,20 @@
 //!         microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
 //! ```
 //!
-//! The inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile,
-//! the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and
-//! the tiles of C are visited along a row, again in address order. The other order (a B panel
-//! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
-//! the 32 KB L1. Visiting the B panels backwards on every other A panel, so that the first
-//! panels each A panel meets are the ones still in L2, measured 0.985-0.995 of this order at
-//! n = 512 and 2048 on one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes over C (`k / kc` reads and writes of each tile);
-//! 512 measured best single-threaded on Zen 4 (tuned with 256, 384, 512; 768 and 1024 measured
-//! within -3% to +3% of it, 2048 up to 25% slower: its 16 MB B block no longer stays in L3). A B block of
-//! `512 x 2048` (4 MB) is far larger than the 1 MB L2, so B streams from L3 at every A panel;
-//! that costs nothing measurable: the microkernel needs 128 bytes of B per 24 cycles, and with
-//! `nc = 256` (a 512 KB block that stays in L2) the microkernel's share of a single-threaded
-//! n = 2048 product did not shrink, while repacking A once per block made the whole 10% slower.
+//! The inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile, the
+//! `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and the
+//! tiles of C are visited along a row, again in address order. The other order (a B panel kept in
+//! L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills the 32 KB
+//! L1. Visiting the B panels backwards on every other A panel, so that the first panels each A
+//! panel meets are the ones still in L2, measured 0.985-0.995 of this order at n = 512 and 2048 on
+//! one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes over C
+//! (`k / kc` reads and writes of each tile); 512 measured best single-threaded on Zen 4 (tuned with
+//! 256, 384, 512; 768 and 1024 measured within -3% to +3% of it, 2048 up to 25% slower: its 16 MB B
+//! block no longer stays in L3). A B block of `512 x 2048` (4 MB) is far larger than the 1 MB L2,
+//! so B streams from L3 at every A panel; that costs nothing measurable: the microkernel needs 128
+//! bytes of B per 24 cycles, and with `nc = 256` (a 512 KB block that stays in L2) the
+//! microkernel's share of a single-threaded n = 2048 product did not shrink, while repacking A once
+//! per block made the whole 10% slower.
 //!
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
