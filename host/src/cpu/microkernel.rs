@@ -9,6 +9,12 @@
 //! `C += A[:, p] * B[p, :]`. Nothing but the packed panels is touched until the end, when the tile
 //! is written to `C` once: `C = alpha * tile + beta * C`, and `C` is not read when `beta == 0`.
 //!
+//! Between the steps the kernel prefetches a list of addresses it is given (`warm`), one every
+//! `kc / len` steps, and never reads them: the loops pass the source lines of the next `A` panel,
+//! so that packing it reads L1 or L2 instead of waiting on L3 with nothing to overlap
+//! ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows nothing of
+//! the caller's layout.
+//!
 //! The register count fixes the shape. AVX-512 has 32 registers of 16 lanes: `12 x 32` keeps 24
 //! accumulators, 2 vectors of `B` and a broadcast (27 registers), 24 FMAs per 2 vector loads and 12
 //! broadcasts. AVX2 has 16 registers of 8 lanes: the seed's `6 x 16` keeps 12 accumulators, 2 of
@@ -23,6 +29,9 @@
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
 //! ([`packed`](super::packed)).
 
+// A microkernel takes its operands as plain arguments, in registers, as BLIS's do: eight of them.
+#![allow(clippy::too_many_arguments)]
+
 use super::pack::{PackA, PackB, pack_a, pack_b};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
@@ -31,12 +40,15 @@ use super::simd::{Portable, Simd, prefetch};
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.
 pub const MAX_TILE: usize = 12 * 32;
 
-/// A microkernel entry: `(kc, a_panel, b_panel, alpha, beta, c, ldc)`.
+/// A microkernel entry: `(kc, a_panel, b_panel, alpha, beta, c, ldc, warm)`.
+///
+/// `warm` lists addresses to prefetch, spread evenly over the `kc` loop: hints, never read, so
+/// they may point anywhere.
 ///
 /// # Safety
 /// The CPU has the kernel's instruction set; `a_panel` holds `kc * MR` and `b_panel` `kc * NR`
 /// readable values; `c` points at `MR` rows of `NR` writable values, `ldc` apart.
-pub type MicrokernelFn = unsafe fn(usize, *const f32, *const f32, f32, f32, *mut f32, usize);
+pub type MicrokernelFn = unsafe fn(usize, *const f32, *const f32, f32, f32, *mut f32, usize, &[*const f32]);
 
 /// One microkernel, the packing for its panel shape and the cache blocking tuned for it.
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +98,7 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     beta: f32,
     c: *mut f32,
     ldc: usize,
+    warm: &[*const f32],
 ) {
     let nr = NV * S::LANES;
     // The tile of C is touched once, at the end: ask for its lines now, so that the misses
@@ -97,7 +110,7 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     }
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
-        for p in 0..kc {
+        let mut rank_1_update = |p: usize| {
             let b_row = b.add(p * nr);
             let a_col = a.add(p * MR);
             let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
@@ -107,7 +120,15 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
                     *acc_rv = S::fma(ar, bv, *acc_rv);
                 }
             }
+        };
+        // One prefetch every `kc / warm.len()` steps: the lines arrive while the FMAs run.
+        let mut steps = 0..kc;
+        let every = (kc / warm.len().max(1)).max(1);
+        for &line in warm {
+            prefetch(line);
+            steps.by_ref().take(every).for_each(&mut rank_1_update);
         }
+        steps.for_each(rank_1_update);
         let alpha = S::splat(alpha);
         for (r, acc_row) in acc.iter().enumerate() {
             for (v, &acc_rv) in acc_row.iter().enumerate() {
@@ -130,14 +151,24 @@ unsafe fn avx512_12x32(
     beta: f32,
     c: *mut f32,
     ldc: usize,
+    warm: &[*const f32],
 ) {
-    unsafe { outer_product::<Avx512, 12, 2>(kc, a, b, alpha, beta, c, ldc) }
+    unsafe { outer_product::<Avx512, 12, 2>(kc, a, b, alpha, beta, c, ldc, warm) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_6x16(kc: usize, a: *const f32, b: *const f32, alpha: f32, beta: f32, c: *mut f32, ldc: usize) {
-    unsafe { outer_product::<Avx2, 6, 2>(kc, a, b, alpha, beta, c, ldc) }
+unsafe fn avx2_6x16(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    alpha: f32,
+    beta: f32,
+    c: *mut f32,
+    ldc: usize,
+    warm: &[*const f32],
+) {
+    unsafe { outer_product::<Avx2, 6, 2>(kc, a, b, alpha, beta, c, ldc, warm) }
 }
 
 unsafe fn portable_4x8(
@@ -148,8 +179,9 @@ unsafe fn portable_4x8(
     beta: f32,
     c: *mut f32,
     ldc: usize,
+    warm: &[*const f32],
 ) {
-    unsafe { outer_product::<Portable, 4, 1>(kc, a, b, alpha, beta, c, ldc) }
+    unsafe { outer_product::<Portable, 4, 1>(kc, a, b, alpha, beta, c, ldc, warm) }
 }
 
 /// AVX-512F, `12 x 32`.

@@ -9,18 +9,23 @@
 //! and starts at a cache line ([`packed`](super::packed) aligns the buffers). Its cost,
 //! `O(mk + kn)` per block, is spread over `O(mnk)` multiply-adds.
 //!
-//! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing is 7-8% of the
-//! product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is still in
-//! L2, because between two products the microkernel's stream of `B` pushes the sources out to L3,
-//! and a copy cannot hide that latency behind arithmetic. `faer` does not pack the operand it
-//! broadcasts (our `A`, about half of that cost) and has its microkernel read it in place, strided:
-//! hence its lead of up to 4% at that one size (our ratio to it was 0.96-1.00 in the recorded
-//! sweeps). Here the microkernel never sees a caller's layout, so `A` is always packed. These did
-//! not recover the cost (each timed in turns with this code in one process, n = 512 and 2048): a
-//! row-by-row `A` panel, which makes packing a plain copy (0.989-1.014, two variants); copying the
-//! next panel one row after each tile of the current one (0.97-0.98); software prefetch of the
-//! source rows ahead of the transposes (0.98-0.99); packing all of `A` before the loops
-//! (0.985-0.993); packing `B` 16 rows at a time across the panels (0.975-0.996).
+//! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing was 7-8% of
+//! the product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is still
+//! in L2, because between two products the microkernel's stream of `B` pushes the sources out to
+//! L3, and a copy has no arithmetic to hide that latency behind. `faer` does not pack the operand
+//! it broadcasts (our `A`) and has its microkernel read it in place, strided, where the FMAs hide
+//! the misses. Here the microkernel never sees a caller's layout, so `A` is always packed; what
+//! recovers part of the cost is to have the microkernels of the current panel's last tiles
+//! prefetch the next panel's source lines ([`source_lines`], used by [`packed`](super::packed)):
+//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile. These did not help (each timed in
+//! turns with the code of its day in one process, n = 512 and 2048): a row-by-row `A` panel,
+//! which makes packing a plain copy (0.989-1.014, two variants); copying the next panel one row
+//! after each tile of the current one (0.97-0.98); software prefetch of the source rows ahead of
+//! the transposes, inside the packing (0.98-0.99); packing all of `A` before the loops
+//! (0.985-0.993); packing `B` 16 rows at a time across the panels (0.975-0.996); packing each
+//! panel of `B` just before its first tile, the tile before prefetching its source (0.95; 0.97-0.98
+//! without the prefetch: 64 KB of source lines per tile thrash the 32 KB L1); prefetching the
+//! packed `B` block for writing (`prefetchw`, within noise).
 
 use std::ops::Range;
 
@@ -44,6 +49,28 @@ pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize
         }
     } else {
         lines_across::<MR>(height, |r| &a.row(first + r)[cols.clone()], panel);
+    }
+}
+
+/// Replaces `lines` with one address in each cache line that [`pack_a`]`(a, rows, cols, ..)`
+/// reads, in the order it reads them: what the microkernel prefetches while it works on the
+/// panel before ([`packed`](super::packed)). A row-major `A` gives `MR` runs of `kc` values,
+/// `ld` apart; a column-major one `kc` runs of `MR` values.
+pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &mut Vec<*const f32>) {
+    const LINE: usize = 64 / size_of::<f32>();
+    lines.clear();
+    let mut add = |run: &[f32]| {
+        // The run's first value, then the first value of each line after it: `run[LINE - offset]`
+        // begins the second line.
+        let start = run.as_ptr();
+        let second = LINE - start.addr() / size_of::<f32>() % LINE;
+        let more = run.len().saturating_sub(second).div_ceil(LINE);
+        lines.push(start);
+        lines.extend((0..more).map(|j| start.wrapping_add(second + j * LINE)));
+    };
+    match a.layout {
+        Layout::RowMajor => rows.for_each(|r| add(&a.row(r)[cols.clone()])),
+        Layout::ColMajor => cols.for_each(|p| add(&a.col(p)[rows.clone()])),
     }
 }
 
@@ -160,6 +187,47 @@ pub fn pack_b<const NR: usize>(
                 let first = cols.start + q * NR;
                 let width = NR.min(cols.end - first);
                 lines_across::<NR>(width, |j| &b.col(first + j)[rows.clone()], panel);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`source_lines`] names every cache line of the panel's values, run by run, once, and only
+    /// addresses of those values, whatever the alignment and layout.
+    #[test]
+    fn source_lines_name_each_line_of_the_panel_once() {
+        let data = vec![0.0f32; 64 * 64];
+        let (rows, cols) = (5..17, 3..40);
+        for start in [0, 1, 7, 15] {
+            for layout in [Layout::RowMajor, Layout::ColMajor] {
+                let a = MatRef { data: &data[start..], rows: 45, cols: 45, ld: 47, layout };
+                let address = |i: usize, j: usize| match layout {
+                    Layout::RowMajor => &a.data[i * a.ld + j] as *const f32,
+                    Layout::ColMajor => &a.data[i + j * a.ld] as *const f32,
+                };
+                let runs: Vec<Vec<*const f32>> = match layout {
+                    Layout::RowMajor => {
+                        rows.clone().map(|i| cols.clone().map(|j| address(i, j)).collect()).collect()
+                    }
+                    Layout::ColMajor => {
+                        cols.clone().map(|j| rows.clone().map(|i| address(i, j)).collect()).collect()
+                    }
+                };
+                let line = |p: *const f32| p.addr() / 64;
+                let mut want: Vec<usize> = vec![];
+                for run in &runs {
+                    let mut lines: Vec<usize> = run.iter().map(|&p| line(p)).collect();
+                    lines.dedup();
+                    want.extend(lines);
+                }
+                let mut got = vec![];
+                source_lines(&a, rows.clone(), cols.clone(), &mut got);
+                assert_eq!(got.iter().map(|&p| line(p)).collect::<Vec<_>>(), want, "{layout:?} from {start}");
+                assert!(got.iter().all(|p| runs.iter().flatten().any(|q| q == p)), "{layout:?} from {start}");
             }
         }
     }
