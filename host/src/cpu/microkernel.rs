@@ -10,10 +10,10 @@
 //! is written to `C` once: `C = alpha * tile + beta * C`, and `C` is not read when `beta == 0`.
 //!
 //! Between the steps the kernel prefetches a list of addresses it is given (`warm`), one every
-//! `kc / len` steps, and never reads them: the loops pass the source lines of the next `A` panel,
-//! so that packing it reads L1 or L2 instead of waiting on L3 with nothing to overlap
-//! ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows nothing of
-//! the caller's layout.
+//! `kc / len` steps (at most one a step), and never reads them: the loops pass the source lines of
+//! the next `A` panel, so that packing it reads L1 or L2 instead of waiting on L3 with nothing to
+//! overlap ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows
+//! nothing of the caller's layout.
 //!
 //! The register count fixes the shape. AVX-512 has 32 registers of 16 lanes: `12 x 32` keeps 24
 //! accumulators, 2 vectors of `B` and a broadcast (27 registers), 24 FMAs per 2 vector loads and 12
@@ -42,8 +42,8 @@ pub const MAX_TILE: usize = 12 * 32;
 
 /// A microkernel entry: `(kc, a_panel, b_panel, alpha, beta, c, ldc, warm)`.
 ///
-/// `warm` lists addresses to prefetch, spread evenly over the `kc` loop: hints, never read, so
-/// they may point anywhere.
+/// `warm` lists addresses to prefetch, spread evenly over the `kc` loop (at most `kc` of them
+/// are): hints, never read, so they may point anywhere.
 ///
 /// # Safety
 /// The CPU has the kernel's instruction set; `a_panel` holds `kc * MR` and `b_panel` `kc * NR`
@@ -110,7 +110,17 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     }
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
-        let mut rank_1_update = |p: usize| {
+        // One prefetch every `kc / warm.len()` steps (at most one a step): the lines arrive while
+        // the FMAs run.
+        let every = (kc / warm.len().max(1)).max(1);
+        let (mut warm, mut next_warm) = (warm.iter(), 0);
+        for p in 0..kc {
+            if p == next_warm {
+                if let Some(&line) = warm.next() {
+                    prefetch(line);
+                }
+                next_warm += every;
+            }
             let b_row = b.add(p * nr);
             let a_col = a.add(p * MR);
             let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
@@ -120,15 +130,7 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
                     *acc_rv = S::fma(ar, bv, *acc_rv);
                 }
             }
-        };
-        // One prefetch every `kc / warm.len()` steps: the lines arrive while the FMAs run.
-        let mut steps = 0..kc;
-        let every = (kc / warm.len().max(1)).max(1);
-        for &line in warm {
-            prefetch(line);
-            steps.by_ref().take(every).for_each(&mut rank_1_update);
         }
-        steps.for_each(rank_1_update);
         let alpha = S::splat(alpha);
         for (r, acc_row) in acc.iter().enumerate() {
             for (v, &acc_rv) in acc_row.iter().enumerate() {
