@@ -143,48 +143,30 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn avx512_12x32(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    alpha: f32,
-    beta: f32,
-    c: *mut f32,
-    ldc: usize,
-    warm: &[*const f32],
-) {
-    unsafe { outer_product::<Avx512, 12, 2>(kc, a, b, alpha, beta, c, ldc, warm) }
+/// Defines `$name`, a [`MicrokernelFn`]: [`outer_product`] for `$simd` at `$mr` rows by `$nv`
+/// vectors, compiled under `$attr` (the instruction set's `target_feature`, which the inlined
+/// body inherits).
+macro_rules! entry {
+    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal) => {
+        $(#[$attr])*
+        unsafe fn $name(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            alpha: f32,
+            beta: f32,
+            c: *mut f32,
+            ldc: usize,
+            warm: &[*const f32],
+        ) {
+            unsafe { outer_product::<$simd, $mr, $nv>(kc, a, b, alpha, beta, c, ldc, warm) }
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_6x16(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    alpha: f32,
-    beta: f32,
-    c: *mut f32,
-    ldc: usize,
-    warm: &[*const f32],
-) {
-    unsafe { outer_product::<Avx2, 6, 2>(kc, a, b, alpha, beta, c, ldc, warm) }
-}
-
-unsafe fn portable_4x8(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    alpha: f32,
-    beta: f32,
-    c: *mut f32,
-    ldc: usize,
-    warm: &[*const f32],
-) {
-    unsafe { outer_product::<Portable, 4, 1>(kc, a, b, alpha, beta, c, ldc, warm) }
-}
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_12x32: Avx512, 12 x 2);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2);
+entry!(portable_4x8: Portable, 4 x 1);
 
 /// AVX-512F, `12 x 32`.
 #[cfg(target_arch = "x86_64")]

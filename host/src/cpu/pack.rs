@@ -52,13 +52,12 @@ pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize
     }
 }
 
-/// Replaces `lines` with one address in each cache line that [`pack_a`]`(a, rows, cols, ..)`
+/// Appends to `lines` one address in each cache line that [`pack_a`]`(a, rows, cols, ..)`
 /// reads, in the order it reads them: what the microkernel prefetches while it works on the
 /// panel before ([`packed`](super::packed)). A row-major `A` gives `MR` runs of `kc` values,
 /// `ld` apart; a column-major one `kc` runs of `MR` values.
 pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &mut Vec<*const f32>) {
     const LINE: usize = 64 / size_of::<f32>();
-    lines.clear();
     let mut add = |run: &[f32]| {
         // The run's first value, then the first value of each line after it: `run[LINE - offset]`
         // begins the second line.

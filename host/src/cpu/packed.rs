@@ -125,7 +125,7 @@ fn loops(
                 let rows = |i: usize| i * uk.mr..m.min(i * uk.mr + uk.mr);
                 with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
                     (uk.pack_a)(a, rows(i), depth.clone(), a_panel);
-                    let tile = Tile { kc, alpha, beta, a_panel, height: rows(i).len() };
+                    let row = RowOfTiles { kc, alpha, beta, a_panel, height: rows(i).len() };
                     // Nothing below calls into rayon, so no other task can take this thread's
                     // list while it is borrowed.
                     NEXT_LINES.with_borrow_mut(|next| {
@@ -134,7 +134,7 @@ fn loops(
                         if i + 1 < a_panels {
                             pack::source_lines(a, rows(i + 1), depth.clone(), next);
                         }
-                        row_of_tiles(uk, &tile, b_block, cols.clone(), c_rows, ldc, next);
+                        row_of_tiles(uk, &row, b_block, cols.clone(), c_rows, ldc, next);
                     });
                 });
             });
@@ -149,7 +149,7 @@ const WARM_TILES: usize = 2;
 
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
 /// of its `MR` rows are rows of C.
-struct Tile<'a> {
+struct RowOfTiles<'a> {
     kc: usize,
     alpha: f32,
     beta: f32,
@@ -162,14 +162,14 @@ struct Tile<'a> {
 /// lines `warm` between them, so the next panel of `A` is packed from L1 or L2.
 fn row_of_tiles(
     uk: &Microkernel,
-    tile: &Tile,
+    row: &RowOfTiles,
     b_packed: &[f32],
     cols: std::ops::Range<usize>,
     c_rows: &mut [f32],
     ldc: usize,
     warm: &[*const f32],
 ) {
-    let Tile { kc, alpha, beta, a_panel, height } = *tile;
+    let RowOfTiles { kc, alpha, beta, a_panel, height } = *row;
     let (mr, nr) = (uk.mr, uk.nr);
     let mut scratch = [0.0f32; MAX_TILE];
     let b_panels = b_packed.chunks_exact(nr * kc);
