@@ -93,6 +93,47 @@ fn packed_kernels_give_the_same_bits_on_any_thread_count() {
 }
 
 #[test]
+fn packed_kernels_serve_concurrent_callers() {
+    // Callers on several threads at once share one worker pool per thread count, whose workers
+    // wait for each other at barriers within a call: every call must still finish, with the
+    // single-threaded bits.
+    let (m, n, k) = (300, 200, 100);
+    let a: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0).collect();
+    for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
+        let run = |threads, alpha| {
+            let mut c = vec![0.0f32; m * n];
+            let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
+            cpu::gemm(
+                Some(kernel.name),
+                Some(threads),
+                alpha,
+                &a,
+                &b,
+                0.0,
+                &mut MatMut::contiguous(&mut c, m, n),
+            )
+            .unwrap();
+            c
+        };
+        let want: Vec<Vec<f32>> = (0..4).map(|caller| run(1, caller as f32 + 1.0)).collect();
+        std::thread::scope(|s| {
+            for (caller, want) in want.iter().enumerate() {
+                s.spawn(move || {
+                    for _ in 0..10 {
+                        assert!(
+                            run(2, caller as f32 + 1.0) == *want,
+                            "{}: caller {caller} differs",
+                            kernel.name
+                        );
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[test]
 fn zero_threads_is_an_error_and_unknown_kernels_are_named() {
     let (a, b, mut c) = (vec![1.0; 4], vec![1.0; 4], vec![0.0; 4]);
     let call = |kernel, threads, c: &mut Vec<f32>| {
