@@ -13,13 +13,7 @@
 //! `kc / len` steps (at most one a step), and never reads them: the loops pass the source lines of
 //! the next `A` panel, so that packing it reads L1 or L2 instead of waiting on L3 with nothing to
 //! overlap ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows
-//! nothing of the caller's layout. The tile of `C` is prefetched the same way, one row a step from
-//! [`C_LEAD`] steps before the end. It used to be asked for before the loop, and by the end the
-//! 64 KB panel of `B` streaming through the 32 KB L1 had pushed it out again: with the tile's
-//! stores sent to a scratch tile in L1 instead, the product ran 1.3-1.7% faster at n = 512. Late,
-//! the prefetch measured 1.004-1.025 of the early one in turns at n = 512-4096 on one thread (the
-//! AVX2 kernel 1.018 at 512), 1.006-1.009 on two; starting 96 steps before the end instead of 48
-//! was within noise.
+//! nothing of the caller's layout.
 //!
 //! The register count fixes the shape. AVX-512 has 32 registers of 16 lanes: `12 x 32` keeps 24
 //! accumulators, 2 vectors of `B` and a broadcast (27 registers), 24 FMAs per 2 vector loads and 12
@@ -42,10 +36,6 @@ use super::pack::{PackA, PackB, pack_a, pack_b};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd, prefetch};
-
-/// How many `kc` steps before the end of the loop the microkernel starts prefetching its tile of
-/// `C`, one row a step.
-const C_LEAD: usize = 48;
 
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.
 pub const MAX_TILE: usize = 12 * 32;
@@ -111,29 +101,27 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     warm: &[*const f32],
 ) {
     let nr = NV * S::LANES;
+    // The tile of C is touched once, at the end: ask for its lines now, so that the misses
+    // overlap the kc loop instead of stalling the stores. (Asked for 48 steps before the end
+    // instead, they are still in L1 at the stores: 1.004-1.025 for this AVX-512 kernel, but the
+    // extra test in the loop slowed the 6 x 16 AVX2 kernel by 7-27% at n = 1024.)
+    for r in 0..MR {
+        let row = c.wrapping_add(r * ldc);
+        prefetch(row);
+        prefetch(row.wrapping_add(nr - 1));
+    }
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
         // One prefetch every `kc / warm.len()` steps (at most one a step): the lines arrive while
         // the FMAs run.
         let every = (kc / warm.len().max(1)).max(1);
         let (mut warm, mut next_warm) = (warm.iter(), 0);
-        // The tile of C is touched once, at the end: its rows are asked for one a step from
-        // `C_LEAD` steps before the end, so the misses overlap the FMAs and the lines are still
-        // in L1 when the stores come (asked for at the start, they were pushed out by the panel
-        // of B streaming through).
-        let (mut c_row, mut next_c) = (0, kc.saturating_sub(C_LEAD));
         for p in 0..kc {
             if p == next_warm {
                 if let Some(&line) = warm.next() {
                     prefetch(line);
                 }
                 next_warm += every;
-            }
-            if p == next_c && c_row < MR {
-                let row = c.wrapping_add(c_row * ldc);
-                prefetch(row);
-                prefetch(row.wrapping_add(nr - 1));
-                (c_row, next_c) = (c_row + 1, next_c + 1);
             }
             let b_row = b.add(p * nr);
             let a_col = a.add(p * MR);
