@@ -62,32 +62,47 @@ fn the_checker_catches_writes_to_padding() {
     assert!(result.unwrap_err().contains("outside"), "padding write not caught");
 }
 
+/// Fixed `m x k` and `k x n` integer-pattern inputs, multiplied by one kernel at a time.
+struct Product {
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl Product {
+    fn new(m: usize, n: usize, k: usize) -> Self {
+        let a = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        let b = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0).collect();
+        Product { m, n, k, a, b }
+    }
+
+    /// `alpha * A * B + beta * C` by `kernel` on `threads` threads, `C` all ones before.
+    fn run(&self, kernel: &str, threads: usize, alpha: f32, beta: f32) -> Vec<f32> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let mut c = vec![1.0f32; m * n];
+        let (a, b) = (MatRef::contiguous(&self.a, m, k), MatRef::contiguous(&self.b, k, n));
+        cpu::gemm(Some(kernel), Some(threads), alpha, &a, &b, beta, &mut MatMut::contiguous(&mut c, m, n))
+            .unwrap();
+        c
+    }
+}
+
 #[test]
 fn packed_kernels_give_the_same_bits_on_any_thread_count() {
     // Each tile of C is computed by one task in the same order whatever the thread count, so
     // the results must be identical, not merely close; this also runs the row-block split with
     // more threads than this machine has cores.
-    let (m, n, k) = (1000, 257, 700);
-    let a: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0).collect();
+    let product = Product::new(1000, 257, 700);
     for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
-        let run = |threads| {
-            let mut c = vec![1.0f32; m * n];
-            cpu::gemm(
-                Some(kernel.name),
-                Some(threads),
-                0.5,
-                &MatRef::contiguous(&a, m, k),
-                &MatRef::contiguous(&b, k, n),
-                2.0,
-                &mut MatMut::contiguous(&mut c, m, n),
-            )
-            .unwrap();
-            c
-        };
-        let one = run(1);
+        let one = product.run(kernel.name, 1, 0.5, 2.0);
         for threads in [2, 3, 8] {
-            assert!(one == run(threads), "{}: {threads} threads differ from 1", kernel.name);
+            assert!(
+                one == product.run(kernel.name, threads, 0.5, 2.0),
+                "{}: {threads} threads differ from 1",
+                kernel.name
+            );
         }
     }
 }
@@ -97,35 +112,15 @@ fn packed_kernels_serve_concurrent_callers() {
     // Callers on several threads at once share one worker pool per thread count, whose workers
     // wait for each other at barriers within a call: every call must still finish, with the
     // single-threaded bits.
-    let (m, n, k) = (300, 200, 100);
-    let a: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 5.0).collect();
+    let product = Product::new(300, 200, 100);
     for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
-        let run = |threads, alpha| {
-            let mut c = vec![0.0f32; m * n];
-            let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
-            cpu::gemm(
-                Some(kernel.name),
-                Some(threads),
-                alpha,
-                &a,
-                &b,
-                0.0,
-                &mut MatMut::contiguous(&mut c, m, n),
-            )
-            .unwrap();
-            c
-        };
-        let want: Vec<Vec<f32>> = (0..4).map(|caller| run(1, caller as f32 + 1.0)).collect();
+        let run = |threads, caller: usize| product.run(kernel.name, threads, caller as f32 + 1.0, 0.0);
+        let want: Vec<Vec<f32>> = (0..4).map(|caller| run(1, caller)).collect();
         std::thread::scope(|s| {
             for (caller, want) in want.iter().enumerate() {
                 s.spawn(move || {
                     for _ in 0..10 {
-                        assert!(
-                            run(2, caller as f32 + 1.0) == *want,
-                            "{}: caller {caller} differs",
-                            kernel.name
-                        );
+                        assert!(run(2, caller) == *want, "{}: caller {caller} differs", kernel.name);
                     }
                 });
             }

@@ -90,7 +90,6 @@ pub fn gemm(
     with_scratch(&PACK_B, threads * group * uk.nr * kc, |b_packed| {
         let team = Team {
             uk,
-            threads,
             nc,
             kc,
             group,
@@ -121,7 +120,6 @@ pub fn gemm(
 /// order the phases, so no lock is ever contended.
 struct Team<'a> {
     uk: &'a Microkernel,
-    threads: usize,
     nc: usize,
     kc: usize,
     /// Panels of B in one thread's run.
@@ -140,63 +138,70 @@ struct Team<'a> {
     barrier: Barrier,
 }
 
+/// One block of the product: columns `cols` of B and C, depth `depth` of A and B.
+struct Block {
+    cols: Range<usize>,
+    depth: Range<usize>,
+}
+
 impl Team<'_> {
     /// Thread `t`'s part of the whole product: the loops of the [module docs](self).
     fn work(&self, t: usize) {
-        let (uk, a, k) = (self.uk, self.a, self.a.cols);
-        let a_panels = self.c_rows.len();
+        let k = self.a.cols;
         for jc in (0..self.n).step_by(self.nc) {
-            let cols = jc..self.n.min(jc + self.nc);
-            let panels = cols.len().div_ceil(uk.nr);
             for pc in (0..k).step_by(self.kc) {
-                let depth = pc..k.min(pc + self.kc);
-                let kc = depth.len();
-                // Thread `t`'s run: these panels of the block.
-                let run = |t: usize| t * self.group..panels.min(t * self.group + self.group);
-                if !run(t).is_empty() {
-                    let mut out = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
-                    (uk.pack_b)(
-                        self.b,
-                        depth.clone(),
-                        cols.clone(),
-                        run(t).start,
-                        &mut out[..run(t).len() * uk.nr * kc],
-                    );
-                }
+                let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.kc) };
+                self.pack_b(t, &block);
                 // The last thread to arrive deals the panels of A of this block out.
-                self.barrier.wait(|| self.tasks.deal(a_panels));
-                {
-                    let runs: Vec<_> = self
-                        .b_runs
-                        .iter()
-                        .map(|r| r.read().unwrap_or_else(PoisonError::into_inner))
-                        .collect();
-                    let b_panels: Vec<&[f32]> = (0..self.threads)
-                        .flat_map(|u| runs[u][..run(u).len() * uk.nr * kc].chunks_exact(uk.nr * kc))
-                        .collect();
-                    let beta = if pc == 0 { self.beta } else { 1.0 };
-                    let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
-                    while let Some(i) = self.tasks.next(t) {
-                        let mut c_rows = self.c_rows[i].lock().unwrap_or_else(PoisonError::into_inner);
-                        with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
-                            (uk.pack_a)(a, rows(i), depth.clone(), a_panel);
-                            let row =
-                                RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height: rows(i).len() };
-                            NEXT_LINES.with_borrow_mut(|next| {
-                                // The source lines of the next panel, usually this thread's next
-                                // task.
-                                next.clear();
-                                if i + 1 < a_panels {
-                                    pack::source_lines(a, rows(i + 1), depth.clone(), next);
-                                }
-                                row_of_tiles(uk, &row, &b_panels, cols.clone(), &mut c_rows, self.ldc, next);
-                            });
-                        });
-                    }
-                }
+                self.barrier.wait(|| self.tasks.deal(self.c_rows.len()));
+                self.multiply(t, &block);
                 // The B block is packed again only when every thread is done reading it.
                 self.barrier.wait(|| ());
             }
+        }
+    }
+
+    /// The panels of `block`'s B in thread `t`'s run.
+    fn run(&self, t: usize, block: &Block) -> Range<usize> {
+        let panels = block.cols.len().div_ceil(self.uk.nr);
+        t * self.group..panels.min(t * self.group + self.group)
+    }
+
+    /// Thread `t` packs its run of `block`'s B.
+    fn pack_b(&self, t: usize, block: &Block) {
+        let run = self.run(t, block);
+        if !run.is_empty() {
+            let mut out = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
+            let len = run.len() * self.uk.nr * block.depth.len();
+            (self.uk.pack_b)(self.b, block.depth.clone(), block.cols.clone(), run.start, &mut out[..len]);
+        }
+    }
+
+    /// Thread `t` takes panels of A until none is left, and multiplies each by the whole packed
+    /// block of B: one row of tiles of C.
+    fn multiply(&self, t: usize, block: &Block) {
+        let (uk, a, kc) = (self.uk, self.a, block.depth.len());
+        let runs: Vec<_> =
+            self.b_runs.iter().map(|r| r.read().unwrap_or_else(PoisonError::into_inner)).collect();
+        let b_panels: Vec<&[f32]> = (runs.iter().enumerate())
+            .flat_map(|(u, run)| run[..self.run(u, block).len() * uk.nr * kc].chunks_exact(uk.nr * kc))
+            .collect();
+        let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
+        let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
+        while let Some(i) = self.tasks.next(t) {
+            let mut c_rows = self.c_rows[i].lock().unwrap_or_else(PoisonError::into_inner);
+            with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
+                (uk.pack_a)(a, rows(i), block.depth.clone(), a_panel);
+                let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height: rows(i).len() };
+                NEXT_LINES.with_borrow_mut(|next| {
+                    // The source lines of the next panel, usually this thread's next task.
+                    next.clear();
+                    if i + 1 < self.c_rows.len() {
+                        pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
+                    }
+                    row_of_tiles(uk, &row, &b_panels, block.cols.clone(), &mut c_rows, self.ldc, next);
+                });
+            });
         }
     }
 }
