@@ -24,8 +24,18 @@
 //! the transposes, inside the packing (0.98-0.99); packing all of `A` before the loops
 //! (0.985-0.993); packing `B` 16 rows at a time across the panels (0.975-0.996); packing each
 //! panel of `B` just before its first tile, the tile before prefetching its source (0.95; 0.97-0.98
-//! without the prefetch: 64 KB of source lines per tile thrash the 32 KB L1); prefetching the
-//! packed `B` block for writing (`prefetchw`, within noise).
+//! without the prefetch: 64 KB of source lines per tile thrash the 32 KB L1; 0.977-0.983 with
+//! the source prefetched into L2 only, `prefetcht1`); prefetching the packed `B` block for
+//! writing (`prefetchw`, within noise); zeroing the packed block first (`pack_b` 15-30 µs
+//! slower); a gap of two cache lines between the panels of `B`, so that the 16 stores of one row
+//! do not all fall in one 8-way set of L1 (`pack_b` alone 37 → 23 µs, inside the product within
+//! noise).
+//!
+//! What `pack_b` waits on inside the product is the source. The same copy of a 1 MB `B` took
+//! 33 µs timed in a loop and 75-100 µs at the start of a product, where the source was last read
+//! one product (2.5 ms) earlier: after 10 ms of register-only FMAs the loop's copy took 90-180 µs
+//! too. On this shared VM an operand left alone for milliseconds is partly gone from the shared
+//! L3, and a copy has nothing to overlap the misses with.
 
 use std::ops::Range;
 
