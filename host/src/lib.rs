@@ -100,7 +100,8 @@ impl Engine {
         }
     }
 
-    /// Runs CPU GEMMs on `threads` threads instead of every core (`0` is rejected by the call).
+    /// Runs CPU GEMMs on up to `threads` threads instead of every core (`0` is rejected by the
+    /// call; small products use fewer, see [`cpu::gemm`]).
     pub fn with_cpu_threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self

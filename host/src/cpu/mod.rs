@@ -111,8 +111,10 @@ pub fn default_threads() -> usize {
 }
 
 /// `C = alpha * op(A) * op(B) + beta * C` on the CPU with `kernel` (the automatic choice for
-/// `None`) on `threads` threads (all cores for `None`; `Some(0)` is an error). `op(A)` and
-/// `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of `C` works.
+/// `None`) on up to `threads` threads (all cores for `None`; `Some(0)` is an error; a product
+/// gets one thread per 4 Mflop of work at most, as waking one costs more than a smaller share
+/// saves). `op(A)` and `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of
+/// `C` works.
 ///
 /// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`, or when `beta == 1` and
 /// `alpha == 0` or `k == 0`; otherwise `C = beta * C` without reading `A` and `B` when

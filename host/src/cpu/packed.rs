@@ -82,6 +82,7 @@ pub fn gemm(
     beta: f32,
     c: &mut MatMut,
 ) -> Result<()> {
+    let threads = worth_waking(threads, c.rows, c.cols, a.cols);
     let nc = balanced_nc(c.cols, uk.nc, uk.nr);
     let kc = balanced_kc(a.cols, uk.kc);
     // Each thread packs one run of consecutive panels of every B block.
@@ -408,6 +409,20 @@ fn aligned<R>(buffer: &mut Vec<f32>, len: usize, f: impl FnOnce(&mut [f32]) -> R
     f(&mut buffer[start..start + len])
 }
 
+/// The least work, in flops, that pays for one more thread of the team: twice what a core does
+/// in the 20 µs that handing a job to a pool worker and back takes here (a sleeping worker wakes
+/// in 10-60 µs on this VM). Before this floor, two threads were as slow as one or slower up to
+/// n = 144 (an 8 x 8 product took 18 µs on two threads, 0.35 µs on one), and 1.2-1.6 times as
+/// fast from n = 160 (8.2 Mflop) on.
+const FLOPS_PER_THREAD: usize = 4_000_000;
+
+/// How many of the `threads` a product of `m x n x k` gets: one per [`FLOPS_PER_THREAD`] of
+/// work, at least one.
+fn worth_waking(threads: usize, m: usize, n: usize, k: usize) -> usize {
+    let flops = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k);
+    threads.min(flops / FLOPS_PER_THREAD).max(1)
+}
+
 /// The width of the `n` blocks: `round(n / nc_target)` blocks (at least one) of equal width in
 /// whole `nr` panels: at most 3/2 of `nc_target`, and at least 3/4 of it when `n` is split.
 /// Cutting at `nc_target` left n = 4097 with a third block one column wide, for which all of
@@ -443,6 +458,16 @@ fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_products_stay_on_fewer_threads() {
+        assert_eq!(worth_waking(2, 8, 8, 8), 1);
+        assert_eq!(worth_waking(2, 128, 128, 128), 1); // 4.2 Mflop
+        assert_eq!(worth_waking(2, 160, 160, 160), 2); // 8.2 Mflop
+        assert_eq!(worth_waking(16, 160, 160, 160), 2);
+        assert_eq!(worth_waking(16, 4096, 4096, 4096), 16);
+        assert_eq!(worth_waking(4, 1, 1 << 40, 1 << 40), 4); // saturates instead of overflowing
+    }
 
     #[test]
     fn column_blocks_are_equal_and_never_slivers() {
