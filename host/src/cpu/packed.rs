@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! for jc in 0..n step nc            B block of kc x nc (about 2048 columns: L3)
-//!   for pc in 0..k step kc          kc = 256..512, equal blocks
+//!   for pc in 0..k step kc          kc up to 1024, equal blocks
 //!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
 //!     for ir in 0..m step MR        in parallel: each task owns MR rows of C
 //!       pack A[ir.., pc..] into one MR x kc panel     (reused from L1/L2 ...
@@ -14,20 +14,21 @@
 //!                      (the last 2 tiles also prefetch the source of A[ir+MR.., pc..])
 //! ```
 //!
-//! The inner loops run A-panel-outer: a `12 x 512` panel of A (24 KB) is read once per tile, the
-//! `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and the
+//! The inner loops run A-panel-outer: a `12 x kc` panel of A (24 KB at `kc = 512`) is read once
+//! per tile, the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and the
 //! tiles of C are visited along a row, again in address order. The other order (a B panel kept in
 //! L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills the 32 KB
 //! L1. Visiting the B panels backwards on every other A panel, so that the first panels each A
 //! panel meets are the ones still in L2, measured 0.985-0.995 of this order at n = 512 and 2048 on
 //! one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes over C
-//! (`k / kc` reads and writes of each tile); 512 measured best single-threaded on Zen 4 (tuned with
-//! 256, 384, 512; 768 and 1024 measured within -3% to +3% of it, 2048 up to 25% slower: its 16 MB B
-//! block no longer stays in L3). A B block of `512 x 2048` (4 MB) is far larger than the 1 MB L2,
+//! (`k / kc` reads and writes of each tile, and as many tile epilogues): 1024 measured 1.001-1.026
+//! of 512 in turns at n = 1000-4097 on one and two threads (the `12 x 1024` A panel, 48 KB, is read
+//! from L2), 512 had measured best of 256, 384 and 512, and 2048 up to 25% slower (its 16 MB B
+//! block no longer stays in L3). A B block of `1024 x 2048` (8 MB) is far larger than the 1 MB L2,
 //! so B streams from L3 at every A panel; that costs nothing measurable: the microkernel needs 128
-//! bytes of B per 24 cycles, and with `nc = 256` (a 512 KB block that stays in L2) the
-//! microkernel's share of a single-threaded n = 2048 product did not shrink, while repacking A once
-//! per block made the whole 10% slower.
+//! bytes of B per 24 cycles, and with `nc = 256` (a 512 KB block that stays in L2, at `kc = 512`)
+//! the microkernel's share of a single-threaded n = 2048 product did not shrink, while repacking
+//! A once per block made the whole 10% slower.
 //!
 //! Packing the next panel of `A` would wait on L3 with nothing to overlap: the source was pushed
 //! out of L2 by the `B` stream. So the microkernels of a row's last [`WARM_TILES`] tiles prefetch
@@ -297,9 +298,10 @@ impl Barrier {
     }
 }
 
-/// How many tiles at the end of a row prefetch the next panel's source: a 64 KB panel of B passes
-/// through the 32 KB L1 per tile, so lines asked for earlier are gone again by the time they are
-/// packed (last 2 tiles 1.012-1.013, last 4 0.998-1.017, all 1.008-1.010 at n = 512).
+/// How many tiles at the end of a row prefetch the next panel's source: a panel of B (64 KB at
+/// `kc = 512`) passes through the 32 KB L1 per tile, so lines asked for earlier are gone again by
+/// the time they are packed (last 2 tiles 1.012-1.013, last 4 0.998-1.017, all 1.008-1.010 at
+/// n = 512).
 const WARM_TILES: usize = 2;
 
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
@@ -331,7 +333,7 @@ fn row_of_tiles(
     let warm_from = tiles.saturating_sub(WARM_TILES);
     let mut warm = warm.chunks(warm.len().div_ceil(tiles - warm_from).max(1));
     // The MR x kc panel of A is read again for every panel of the B block streaming past it
-    // (from L1, or from L2 where the 64 KB B panel going through the 32 KB L1 evicted it),
+    // (from L1, or from L2 where the B panel going through the 32 KB L1 evicted it),
     // writing one row of tiles of C left to right (sequential lines the prefetcher follows).
     for (q, b_panel) in b_panels.iter().enumerate() {
         let col = cols.start + q * nr;
