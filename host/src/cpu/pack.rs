@@ -12,9 +12,10 @@
 //! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing was 7-8% of
 //! the product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is still
 //! in L2, because between two products the microkernel's stream of `B` pushes the sources out to
-//! L3, and a copy has no arithmetic to hide that latency behind. `faer` does not pack the operand
-//! it broadcasts (our `A`) and has its microkernel read it in place, strided, where the FMAs hide
-//! the misses. Here the microkernel never sees a caller's layout, so `A` is always packed; what
+//! L3, and a copy has no arithmetic to hide that latency behind. `faer`'s x86 microkernel reads
+//! its operands where they lie, skips copying one whose vector loads are already contiguous, and
+//! writes the packed copy of the other on its first pass over it, so its packing runs under the
+//! FMAs. Here the microkernel never sees a caller's layout, so both are always packed; what
 //! recovers part of the cost is to have the microkernels of the current panel's last tiles
 //! prefetch the next panel's source lines ([`source_lines`], used by [`packed`](super::packed)):
 //! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile. These did not help (each timed in
