@@ -18,23 +18,27 @@
 //! FMAs. Here the microkernel never sees a caller's layout, so both are always packed; what
 //! recovers part of the cost is to have the microkernels of the current panel's last tiles
 //! prefetch the next panel's source lines ([`source_lines`], used by [`packed`](super::packed)):
-//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile. These did not help (each timed in
-//! turns with the code of its day in one process, n = 512 and 2048): a row-by-row `A` panel,
-//! which makes packing a plain copy (0.989-1.014, two variants); copying the next panel one row
-//! after each tile of the current one (0.97-0.98); software prefetch of the source rows ahead of
-//! the transposes, inside the packing (0.98-0.99); packing all of `A` before the loops
-//! (0.985-0.993); packing `B` 16 rows at a time across the panels (0.975-0.996); packing each
-//! panel of `B` just before its first tile, the tile before prefetching its source (0.95; 0.97-0.98
-//! without the prefetch: 64 KB of source lines per tile thrash the 32 KB L1; 0.977-0.983 with
-//! the source prefetched into L2 only, `prefetcht1`); prefetching the packed `B` block for
-//! writing (`prefetchw`, within noise); zeroing the packed block first (`pack_b` 15-30 µs
-//! slower); a gap of two cache lines between the panels of `B`, so that the 16 stores of one row
-//! do not all fall in one 8-way set of L1 (`pack_b` alone 37 → 23 µs, inside the product within
-//! noise); single-threaded, the first 8 panels of `A` taken panel of `B` by panel of `B`, their
-//! tiles prefetching the next `B` panel's source, each `B` panel packed just before its first
-//! tile (packing `B` took 32 µs instead of 75-100, but the whole product 0.97-0.99); the
-//! microkernel copying the next `B` panel's source rows 64 bytes a step while it computes
-//! (0.91-0.94, with 10% of the kernel's samples on the copy's store).
+//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile.
+//!
+//! These did not help (each timed in turns with the code of its day in one process, n = 512 and
+//! 2048):
+//! - a row-by-row `A` panel, which makes packing a plain copy: 0.989-1.014 (two variants);
+//! - copying the next panel of `A` one row after each tile of the current one: 0.97-0.98;
+//! - software prefetch of the source rows ahead of the transposes, inside the packing: 0.98-0.99;
+//! - packing all of `A` before the loops: 0.985-0.993;
+//! - packing `B` 16 rows at a time across the panels: 0.975-0.996;
+//! - packing each panel of `B` just before its first tile, the tile before prefetching its
+//!   source: 0.95 (64 KB of source lines per tile thrash the 32 KB L1); 0.97-0.98 without the
+//!   prefetch; 0.977-0.983 with the source prefetched into L2 only (`prefetcht1`);
+//! - single-threaded, the first 8 panels of `A` taken panel of `B` by panel of `B`, their tiles
+//!   prefetching the next `B` panel's source, each `B` panel packed just before its first tile:
+//!   packing `B` took 32 µs instead of 75-100, but the whole product 0.97-0.99;
+//! - the microkernel copying the next `B` panel's source rows 64 bytes a step while it computes:
+//!   0.91-0.94, with 10% of the kernel's samples on the copy's store;
+//! - prefetching the packed `B` block for writing (`prefetchw`): within noise;
+//! - zeroing the packed block first: `pack_b` 15-30 µs slower;
+//! - a gap of two cache lines between the panels of `B`, so that the 16 stores of one row do not
+//!   all fall in one 8-way set of L1: `pack_b` alone 37 → 23 µs, inside the product within noise.
 //!
 //! What `pack_b` waits on inside the product is the source. The same copy of a 1 MB `B` took
 //! 33 µs timed in a loop and 75-100 µs at the start of a product, where the source was last read
