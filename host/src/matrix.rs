@@ -83,7 +83,7 @@ pub struct MatMut<'a> {
 }
 
 /// Where element `(i, j)` lives, for a layout and leading dimension.
-fn index(layout: Layout, ld: usize, i: usize, j: usize) -> usize {
+pub(crate) fn index(layout: Layout, ld: usize, i: usize, j: usize) -> usize {
     match layout {
         Layout::RowMajor => i * ld + j,
         Layout::ColMajor => i + j * ld,

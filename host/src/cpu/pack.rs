@@ -213,6 +213,7 @@ pub fn pack_b<const NR: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix::index;
 
     /// [`source_lines`] names every cache line of the panel's values, run by run, once, and only
     /// addresses of those values, whatever the alignment and layout.
@@ -223,10 +224,7 @@ mod tests {
         for start in [0, 1, 7, 15] {
             for layout in [Layout::RowMajor, Layout::ColMajor] {
                 let a = MatRef { data: &data[start..], rows: 45, cols: 45, ld: 47, layout };
-                let address = |i: usize, j: usize| match layout {
-                    Layout::RowMajor => &a.data[i * a.ld + j] as *const f32,
-                    Layout::ColMajor => &a.data[i + j * a.ld] as *const f32,
-                };
+                let address = |i: usize, j: usize| &a.data[index(layout, a.ld, i, j)] as *const f32;
                 let runs: Vec<Vec<*const f32>> = match layout {
                     Layout::RowMajor => {
                         rows.clone().map(|i| cols.clone().map(|j| address(i, j)).collect()).collect()

@@ -236,12 +236,12 @@ impl Tasks {
 
     /// The next panel for thread `t`, or `None` when every panel is taken.
     fn next(&self, t: usize) -> Option<usize> {
+        let left = |s: &AtomicU64| {
+            let (next, end) = bounds(s.load(Ordering::Relaxed));
+            end.saturating_sub(next)
+        };
         take(&self.shares[t], true).or_else(|| {
             loop {
-                let left = |s: &AtomicU64| {
-                    let v = s.load(Ordering::Relaxed);
-                    (v & 0xffff_ffff).saturating_sub(v >> 32)
-                };
                 let fullest = self.shares.iter().max_by_key(|s| left(s))?;
                 if left(fullest) == 0 {
                     return None;
@@ -254,11 +254,16 @@ impl Tasks {
     }
 }
 
+/// A share's `next..end` from its value `next << 32 | end`.
+fn bounds(share: u64) -> (u64, u64) {
+    (share >> 32, share & 0xffff_ffff)
+}
+
 /// Takes the first (`front`) or last panel of a share, if any is left.
 fn take(share: &AtomicU64, front: bool) -> Option<usize> {
     let mut v = share.load(Ordering::Relaxed);
     loop {
-        let (next, end) = (v >> 32, v & 0xffff_ffff);
+        let (next, end) = bounds(v);
         if next >= end {
             return None;
         }
