@@ -36,7 +36,9 @@
 //! streams a 64 KB panel of `B` through the 32 KB L1. Measured in turns with the code before it,
 //! at n = 512: 1.007-1.013 on one thread (`pack_a` from 3.9% to 2.1% of the profile), 1.017 on
 //! two; within noise at 1000-4096 (0.98-1.035). Spreading the lines over all the row's tiles gave
-//! 1.008-1.010.
+//! 1.008-1.010; prefetching them into L2 only (`prefetcht1`) 0.995-1.006 over all tiles and
+//! 0.987-0.990 over the last 4. A block of A small enough to stay in L2 ([`COLD_A_BLOCK`]) is
+//! not prefetched at all.
 //!
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
@@ -202,7 +204,7 @@ impl Team<'_> {
                 NEXT_LINES.with_borrow_mut(|next| {
                     // The source lines of the next panel, usually this thread's next task.
                     next.clear();
-                    if i + 1 < self.c_rows.len() {
+                    if i + 1 < self.c_rows.len() && a.rows * kc * size_of::<f32>() > COLD_A_BLOCK {
                         pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
                     }
                     row_of_tiles(uk, &row, &b_panels, block.cols.clone(), &mut c_rows, self.ldc, next);
@@ -312,6 +314,14 @@ impl Barrier {
 /// the time they are packed (last 2 tiles 1.012-1.013, last 4 0.998-1.017, all 1.008-1.010 at
 /// n = 512).
 const WARM_TILES: usize = 2;
+
+/// The size in bytes of a block of `A` above which the next panel's source is prefetched: a
+/// smaller block is still in the 1 MB L2 when its next panel is packed (its block of B, of no
+/// more columns than it has rows in a square product, fits beside it). Building the list of
+/// lines is then pure overhead: without it, one thread measured 1.036-1.040 at n = 64, 1.012 at
+/// 128, 1.004 at 256 (a 256 KB block) and 1.000 at 384 (576 KB), and 0.988-0.995 at 512 (1 MB),
+/// in turns with the code that always prefetched.
+const COLD_A_BLOCK: usize = 512 * 1024;
 
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
 /// of its `MR` rows are rows of C.
