@@ -27,6 +27,8 @@
 //! - software prefetch of the source rows ahead of the transposes, inside the packing: 0.98-0.99;
 //! - packing all of `A` before the loops: 0.985-0.993;
 //! - packing `B` 16 rows at a time across the panels: 0.975-0.996;
+//! - reading the rows of `B` as four interleaved streams (rows `p`, `p + kc/4`, ...), for more
+//!   misses in flight: 0.990-0.991;
 //! - packing each panel of `B` just before its first tile, the tile before prefetching its
 //!   source: 0.95 (64 KB of source lines per tile thrash the 32 KB L1); 0.97-0.98 without the
 //!   prefetch; 0.977-0.983 with the source prefetched into L2 only (`prefetcht1`);
