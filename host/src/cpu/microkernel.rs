@@ -19,11 +19,13 @@
 //! accumulators, 2 vectors of `B` and a broadcast (27 registers), 24 FMAs per 2 vector loads and 12
 //! broadcasts. AVX2 has 16 registers of 8 lanes: the seed's `6 x 16` keeps 12 accumulators, 2 of
 //! `B` and a broadcast (15). (A `24 x 16` AVX-512 tile, one vector of `B` and 24 broadcasts per
-//! step, measured 8-10% slower than `12 x 32` in the same runs.) Alone, on panels in cache, the
-//! `12 x 32` kernel runs at 112 GFLOP/s on one Zen 4 core, the measured FMA peak; the loops around
-//! it decide the rest (unrolling the `kc` loop by 4 measured within noise of the plain loop,
-//! 0.996-1.014, in the whole product). The portable kernel is `4 x 8` in two 4-lane halves, which
-//! fits the 16 SSE registers of the x86-64 baseline.
+//! step, measured 8-10% slower than `12 x 32` in the same runs.) Alone, one tile repeated, the
+//! `12 x 32` kernel runs at the measured FMA peak of one Zen 4 core (117.0 GFLOP/s), and at
+//! 115-116 over the 43 x 16 tiles of an n = 512 product (its 1 MB block of `B` streaming past
+//! each panel of `A`); the loops around it decide the rest (unrolling the `kc` loop by 4
+//! measured within noise of the plain loop, 0.996-1.014, in the whole product). The portable
+//! kernel is `4 x 8` in two 4-lane halves, which fits the 16 SSE registers of the x86-64
+//! baseline.
 //!
 //! Edges do not need a second kernel: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
