@@ -315,12 +315,12 @@ impl Barrier {
 /// n = 512).
 const WARM_TILES: usize = 2;
 
-/// The size in bytes of a block of `A` above which the next panel's source is prefetched: a
-/// smaller block is still in the 1 MB L2 when its next panel is packed (its block of B, of no
-/// more columns than it has rows in a square product, fits beside it). Building the list of
-/// lines is then pure overhead: without it, one thread measured 1.036-1.040 at n = 64, 1.012 at
-/// 128, 1.004 at 256 (a 256 KB block) and 1.000 at 384 (576 KB), and 0.988-0.995 at 512 (1 MB),
-/// in turns with the code that always prefetched.
+/// The size in bytes of a block of `A` above which the next panel's source is prefetched. In a
+/// square product a smaller block fits the 1 MB L2 together with its block of `B`, so the source
+/// is still there when it is packed, and building the list of lines is pure overhead: without
+/// it, one thread measured 1.036-1.040 at n = 64, 1.012 at 128, 1.004 at 256 (a 256 KB block)
+/// and 1.000 at 384 (576 KB), but 0.988-0.995 at 512 (1 MB), in turns with the code that always
+/// prefetched.
 const COLD_A_BLOCK: usize = 512 * 1024;
 
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
