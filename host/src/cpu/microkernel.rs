@@ -13,7 +13,9 @@
 //! `kc / len` steps (at most one a step), and never reads them: the loops pass the source lines of
 //! the next `A` panel, so that packing it reads L1 or L2 instead of waiting on L3 with nothing to
 //! overlap ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows
-//! nothing of the caller's layout.
+//! nothing of the caller's layout. Its own tile of `C` it prefetches [`C_LEAD`] steps before the
+//! end, late enough that the panel of `B` streaming through L1 has not pushed the lines out again
+//! by the stores.
 //!
 //! The register count fixes the shape. AVX-512 has 32 registers of 16 lanes: `12 x 32` keeps 24
 //! accumulators, 2 vectors of `B` and a broadcast (27 registers), 24 FMAs per 2 vector loads and 12
@@ -38,6 +40,18 @@ use super::pack::{PackA, PackB, pack_a, pack_b};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd, prefetch};
+
+/// How many `kc` steps before the end of its loop the microkernel prefetches its tile of `C`.
+///
+/// Asked for before the loop, the tile's lines were pushed out of the 32 KB L1 again by the
+/// 64 KB panel of `B` streaming through it, and the stores at the end missed. Asked for
+/// `C_LEAD` steps (about 1,200 cycles) before the end, they are still in L1 at the stores:
+/// 1.012-1.033 at n = 1000 and 1024 on one thread (whose rows of `C`, 4 KB apart, share a few
+/// L1 sets), 0.996-1.010 at 512, 2048 and 4096, and 1.005-1.006 for the AVX2 kernel, in turns
+/// with the early prefetch. (A first version tested `p == kc - C_LEAD` inside the loop and
+/// slowed the AVX2 kernel, whose 15 live registers leave none spare, by 7-27%; the loop is
+/// now split in two runs of steps with the prefetch between them.)
+const C_LEAD: usize = 48;
 
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.
 pub const MAX_TILE: usize = 12 * 32;
@@ -103,35 +117,38 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize>(
     warm: &[*const f32],
 ) {
     let nr = NV * S::LANES;
-    // The tile of C is touched once, at the end: ask for its lines now, so that the misses
-    // overlap the kc loop instead of stalling the stores. (Asked for 48 steps before the end
-    // instead, they are still in L1 at the stores: 1.004-1.025 for this AVX-512 kernel, but the
-    // extra test in the loop slowed the 6 x 16 AVX2 kernel by 7-27% at n = 1024.)
-    for r in 0..MR {
-        let row = c.wrapping_add(r * ldc);
-        prefetch(row);
-        prefetch(row.wrapping_add(nr - 1));
-    }
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
         // One prefetch every `kc / warm.len()` steps (at most one a step): the lines arrive while
         // the FMAs run.
         let every = (kc / warm.len().max(1)).max(1);
         let (mut warm, mut next_warm) = (warm.iter(), 0);
-        for p in 0..kc {
-            if p == next_warm {
-                if let Some(&line) = warm.next() {
-                    prefetch(line);
+        // The tile of C is touched once, at the end: its lines are asked for between the two
+        // runs of steps, `C_LEAD` steps before the end, so they arrive under the FMAs.
+        let lead = kc.saturating_sub(C_LEAD);
+        for (run, steps) in [0..lead, lead..kc].into_iter().enumerate() {
+            if run == 1 {
+                for r in 0..MR {
+                    let row = c.wrapping_add(r * ldc);
+                    prefetch(row);
+                    prefetch(row.wrapping_add(nr - 1));
                 }
-                next_warm += every;
             }
-            let b_row = b.add(p * nr);
-            let a_col = a.add(p * MR);
-            let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
-            for (r, acc_row) in acc.iter_mut().enumerate() {
-                let ar = S::splat(*a_col.add(r));
-                for (acc_rv, &bv) in acc_row.iter_mut().zip(&bv) {
-                    *acc_rv = S::fma(ar, bv, *acc_rv);
+            for p in steps {
+                if p == next_warm {
+                    if let Some(&line) = warm.next() {
+                        prefetch(line);
+                    }
+                    next_warm += every;
+                }
+                let b_row = b.add(p * nr);
+                let a_col = a.add(p * MR);
+                let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
+                for (r, acc_row) in acc.iter_mut().enumerate() {
+                    let ar = S::splat(*a_col.add(r));
+                    for (acc_rv, &bv) in acc_row.iter_mut().zip(&bv) {
+                        *acc_rv = S::fma(ar, bv, *acc_rv);
+                    }
                 }
             }
         }
