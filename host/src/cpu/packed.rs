@@ -197,23 +197,24 @@ impl Team<'_> {
         let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
         let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
         let prefetch_next = a.rows * kc * size_of::<f32>() > COLD_A_BLOCK;
-        while let Some(i) = self.tasks.next(t) {
-            let mut c_rows = self.c_rows[i].lock().unwrap_or_else(PoisonError::into_inner);
-            with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
-                let panel_rows = rows(i);
-                let height = panel_rows.len();
-                (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
-                let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
-                NEXT_LINES.with_borrow_mut(|next| {
+        // One packed panel of A and one list of lines for all of this thread's tasks.
+        with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
+            NEXT_LINES.with_borrow_mut(|next| {
+                while let Some(i) = self.tasks.next(t) {
+                    let mut c_rows = self.c_rows[i].lock().unwrap_or_else(PoisonError::into_inner);
+                    let panel_rows = rows(i);
+                    let height = panel_rows.len();
+                    (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
                     // The source lines of the next panel, usually this thread's next task.
                     next.clear();
                     if prefetch_next && i + 1 < self.c_rows.len() {
                         pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
                     }
+                    let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
                     row_of_tiles(uk, &row, &b_panels, block.cols.clone(), &mut c_rows, self.ldc, next);
-                });
-            });
-        }
+                }
+            })
+        });
     }
 }
 
