@@ -18,7 +18,12 @@
 //! FMAs. Here the microkernel never sees a caller's layout, so both are always packed; what
 //! recovers part of the cost is to have the microkernels of the current panel's last tiles
 //! prefetch the next panel's source lines ([`source_lines`], used by [`packed`](super::packed)):
-//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile.
+//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile. With its source at hand, what is left
+//! of packing a row-major `A` is the transpose itself (35 µs of the 43 panels at n = 512, timed
+//! alone): done 16 steps at a time in AVX-512 registers instead of in 4 x 4 SSE blocks it takes
+//! 21 µs. In turns with the SSE blocks in one process: 1.007-1.010 at n = 512 on one thread (three
+//! runs, each also timing `faer`: 0.979-0.986 of it against 0.972-0.977), 1.005-1.017 at 512-2048
+//! on one and two threads, and 1.011-1.029 with `B` transposed, which its panels transpose too.
 //!
 //! These did not help (each timed in turns with the code of its day in one process, n = 512 and
 //! 2048):
@@ -114,27 +119,18 @@ fn lines_across<'a, const L: usize>(count: usize, line: impl Fn(usize) -> &'a [f
 }
 
 /// Writes the `MR` lines `src` (each `kc` long) across into `panel`: element `(r, p)` at
-/// `panel[p*MR + r]`. Four rows at a time move as 4 x 4 blocks: four 16-byte loads along the
-/// rows, a register transpose, four 16-byte stores along the panel (about 3x faster here than
-/// gathering one column at a time, which is one scalar load per element).
+/// `panel[p*MR + r]`. Register transposes move the bulk ([`avx512`] 16 steps at a time where the
+/// CPU has it and `MR` is a multiple of 4, then [`sse`] 4 at a time); single values the rest.
 fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
     let kc = src[0].len();
     let mut p = 0;
     #[cfg(target_arch = "x86_64")]
-    while p + 4 <= kc {
-        for g in (0..MR - MR % 4).step_by(4) {
-            let block: [&[f32]; 4] = std::array::from_fn(|i| &src[g + i][p..p + 4]);
-            let columns = sse::transpose4(block);
-            for (j, column) in columns.iter().enumerate() {
-                panel[(p + j) * MR + g..][..4].copy_from_slice(column);
-            }
+    {
+        if MR.is_multiple_of(4) && is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            p = unsafe { avx512::transpose_rows(src, panel) };
         }
-        for r in MR - MR % 4..MR {
-            for j in 0..4 {
-                panel[(p + j) * MR + r] = src[r][p + j];
-            }
-        }
-        p += 4;
+        p = sse::transpose_rows(src, panel, p);
     }
     for p in p..kc {
         for r in 0..MR {
@@ -143,14 +139,39 @@ fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
     }
 }
 
+/// Four rows at a time as 4 x 4 blocks: four 16-byte loads along the rows, a register
+/// transpose, four 16-byte stores along the panel (about 3x faster here than gathering one
+/// column at a time, which is one scalar load per element).
 #[cfg(target_arch = "x86_64")]
 mod sse {
     use std::arch::x86_64::*;
 
+    /// [`transpose_rows`](super::transpose_rows) of steps `from..` in blocks of 4; returns the
+    /// first step not written.
+    pub fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32], from: usize) -> usize {
+        let kc = src[0].len();
+        let mut p = from;
+        while p + 4 <= kc {
+            for g in (0..MR - MR % 4).step_by(4) {
+                let block: [&[f32]; 4] = std::array::from_fn(|i| &src[g + i][p..p + 4]);
+                for (j, column) in transpose4(block).iter().enumerate() {
+                    panel[(p + j) * MR + g..][..4].copy_from_slice(column);
+                }
+            }
+            for r in MR - MR % 4..MR {
+                for j in 0..4 {
+                    panel[(p + j) * MR + r] = src[r][p + j];
+                }
+            }
+            p += 4;
+        }
+        p
+    }
+
     /// The 4 x 4 block whose rows are `rows` (4 values each), transposed: SSE unpacks, part of
     /// the x86-64 baseline.
     #[inline(always)]
-    pub fn transpose4(rows: [&[f32]; 4]) -> [[f32; 4]; 4] {
+    fn transpose4(rows: [&[f32]; 4]) -> [[f32; 4]; 4] {
         // SAFETY: each row slice holds 4 values (the loads are unaligned); SSE is in the
         // x86-64 baseline; the store writes the 64-byte local array.
         unsafe {
@@ -168,6 +189,69 @@ mod sse {
             }
             out
         }
+    }
+}
+
+/// `MR` rows by 16 steps at a time: `MR` 64-byte loads along the rows, `4 * MR` shuffles in
+/// registers, `MR` 64-byte stores of the panel's `16 * MR` consecutive values. Per value that is a
+/// quarter of [`sse`]'s loads and stores and half its shuffles (each a 64-byte one): a `12 x 512`
+/// panel of `A` took 0.48 µs against 0.82 µs, the sources in L2.
+///
+/// A 64-byte register is four 16-byte lanes. The first stage transposes each group of 4 rows
+/// within the lanes, as [`sse`] does in one: vector `v[G*j + g]` (`G = MR / 4` groups) holds in
+/// lane `l` rows `4g .. 4g+4` at step `4l + j`. In the panel those 4-value pieces lie in the order
+/// of `(l, j, g)`, so 16-byte piece `4s + t` of output vector `G*l + s` is lane `l` of `v[4s + t]`:
+/// the second stage transposes the four vectors `v[4s .. 4s+4]` by lanes.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// [`transpose_rows`](super::transpose_rows) of steps `0..` in blocks of 16; returns the first
+    /// step not written. `MR` is a multiple of 4.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) -> usize {
+        let (kc, groups) = (src[0].len(), MR / 4);
+        let load = |r: usize, p: usize| {
+            let row = &src[r][p..p + 16];
+            // SAFETY: `row` holds the 16 values read (unaligned load); AVX-512F is enabled.
+            unsafe { _mm512_loadu_ps(row.as_ptr()) }
+        };
+        let mut p = 0;
+        while p + 16 <= kc {
+            let mut v = [_mm512_setzero_ps(); MR];
+            for g in 0..groups {
+                let [a, b, c, d] = std::array::from_fn(|i| load(4 * g + i, p));
+                let (ab_lo, ab_hi) = (_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); // a0 b0 a1 b1, a2 b2 a3 b3
+                let (cd_lo, cd_hi) = (_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d)); // c0 d0 c1 d1, c2 d2 c3 d3
+                v[g] = _mm512_shuffle_ps::<0x44>(ab_lo, cd_lo); // a0 b0 c0 d0
+                v[groups + g] = _mm512_shuffle_ps::<0xEE>(ab_lo, cd_lo); // a1 b1 c1 d1
+                v[2 * groups + g] = _mm512_shuffle_ps::<0x44>(ab_hi, cd_hi); // a2 b2 c2 d2
+                v[3 * groups + g] = _mm512_shuffle_ps::<0xEE>(ab_hi, cd_hi); // a3 b3 c3 d3
+            }
+            let out = &mut panel[p * MR..][..16 * MR];
+            for s in 0..groups {
+                let [a, b, c, d] = [v[4 * s], v[4 * s + 1], v[4 * s + 2], v[4 * s + 3]];
+                // Lanes (of the operands, in order): a0 a1 b0 b1, a2 a3 b2 b3, c0 c1 d0 d1, c2 c3 d2 d3.
+                let (ab01, ab23) = (_mm512_shuffle_f32x4::<0x44>(a, b), _mm512_shuffle_f32x4::<0xEE>(a, b));
+                let (cd01, cd23) = (_mm512_shuffle_f32x4::<0x44>(c, d), _mm512_shuffle_f32x4::<0xEE>(c, d));
+                let lanes = [
+                    _mm512_shuffle_f32x4::<0x88>(ab01, cd01), // a0 b0 c0 d0
+                    _mm512_shuffle_f32x4::<0xDD>(ab01, cd01), // a1 b1 c1 d1
+                    _mm512_shuffle_f32x4::<0x88>(ab23, cd23), // a2 b2 c2 d2
+                    _mm512_shuffle_f32x4::<0xDD>(ab23, cd23), // a3 b3 c3 d3
+                ];
+                for (l, lane) in lanes.into_iter().enumerate() {
+                    let dst = &mut out[16 * (groups * l + s)..][..16];
+                    // SAFETY: `dst` holds the 16 values written (unaligned store).
+                    unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), lane) };
+                }
+            }
+            p += 16;
+        }
+        p
     }
 }
 
@@ -251,5 +335,41 @@ mod tests {
                 assert!(got.iter().all(|p| runs.iter().flatten().any(|q| q == p)), "{layout:?} from {start}");
             }
         }
+    }
+
+    /// Each register transpose writes what the one-value-at-a-time definition writes, at every
+    /// `kc` up to past two of its blocks and at `MR` 4 to 32 (6: the SSE one's leftover rows).
+    #[test]
+    fn register_transposes_match_the_definition() {
+        fn check<const MR: usize>() {
+            for kc in 0..40 {
+                let data: Vec<f32> = (0..MR * kc).map(|i| i as f32).collect();
+                let src: [&[f32]; MR] = std::array::from_fn(|r| &data[r * kc..][..kc]);
+                let want: Vec<f32> = (0..kc * MR).map(|i| src[i % MR][i / MR]).collect();
+                let mut got = vec![f32::NAN; kc * MR];
+                transpose_rows(&src, &mut got);
+                assert_eq!(got, want, "MR {MR} kc {kc}");
+                #[cfg(target_arch = "x86_64")]
+                {
+                    let mut got = vec![f32::NAN; kc * MR];
+                    let done = sse::transpose_rows(&src, &mut got, 0);
+                    assert_eq!(done, kc - kc % 4);
+                    assert_eq!(got[..done * MR], want[..done * MR], "SSE, MR {MR} kc {kc}");
+                    if MR.is_multiple_of(4) && is_x86_feature_detected!("avx512f") {
+                        let mut got = vec![f32::NAN; kc * MR];
+                        // SAFETY: the CPU has AVX-512F.
+                        let done = unsafe { avx512::transpose_rows(&src, &mut got) };
+                        assert_eq!(done, kc - kc % 16);
+                        assert_eq!(got[..done * MR], want[..done * MR], "AVX-512, MR {MR} kc {kc}");
+                    }
+                }
+            }
+        }
+        check::<4>();
+        check::<6>();
+        check::<8>();
+        check::<12>();
+        check::<16>();
+        check::<32>();
     }
 }
