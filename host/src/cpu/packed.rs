@@ -95,7 +95,8 @@ pub fn gemm(
     // Each thread packs one run of consecutive panels of every B block.
     let group = (nc / uk.nr).div_ceil(threads);
     let a_panels = c.rows.div_ceil(uk.mr);
-    with_scratch(&PACK_B, threads * group * uk.nr * kc, |b_packed| {
+    let run_len = group * pack::b_panel_stride(kc, uk.nr);
+    with_scratch(&PACK_B, threads * run_len, |b_packed| {
         let team = Team {
             uk,
             nc,
@@ -107,7 +108,7 @@ pub fn gemm(
             b,
             n: c.cols,
             ldc: c.ld,
-            b_runs: b_packed.chunks_mut(group * uk.nr * kc).map(RwLock::new).collect(),
+            b_runs: b_packed.chunks_mut(run_len).map(RwLock::new).collect(),
             c_rows: c.data.chunks_mut(uk.mr * c.ld).take(a_panels).map(Mutex::new).collect(),
             tasks: Tasks::new(threads),
             barrier: Barrier::new(threads),
@@ -180,7 +181,7 @@ impl Team<'_> {
         let run = self.run(t, block);
         if !run.is_empty() {
             let mut out = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
-            let len = run.len() * self.uk.nr * block.depth.len();
+            let len = run.len() * pack::b_panel_stride(block.depth.len(), self.uk.nr);
             (self.uk.pack_b)(self.b, block.depth.clone(), block.cols.clone(), run.start, &mut out[..len]);
         }
     }
@@ -191,8 +192,10 @@ impl Team<'_> {
         let (uk, a, kc) = (self.uk, self.a, block.depth.len());
         let runs: Vec<_> =
             self.b_runs.iter().map(|r| r.read().unwrap_or_else(PoisonError::into_inner)).collect();
+        let stride = pack::b_panel_stride(kc, uk.nr);
         let b_panels: Vec<&[f32]> = (runs.iter().enumerate())
-            .flat_map(|(u, run)| run[..self.run(u, block).len() * uk.nr * kc].chunks_exact(uk.nr * kc))
+            .flat_map(|(u, run)| run[..self.run(u, block).len() * stride].chunks_exact(stride))
+            .map(|panel| &panel[..uk.nr * kc])
             .collect();
         let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
         let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
