@@ -46,15 +46,19 @@
 //! - the microkernel copying the next `B` panel's source rows 64 bytes a step while it computes:
 //!   0.91-0.94, with 10% of the kernel's samples on the copy's store;
 //! - prefetching the packed `B` block for writing (`prefetchw`): within noise;
-//! - zeroing the packed block first: `pack_b` 15-30 µs slower;
-//! - a gap of two cache lines between the panels of `B`, so that the 16 stores of one row do not
-//!   all fall in one 8-way set of L1: `pack_b` alone 37 → 23 µs, inside the product within noise.
+//! - zeroing the packed block first: `pack_b` 15-30 µs slower.
 //!
-//! What `pack_b` waits on inside the product is the source. The same copy of a 1 MB `B` took
-//! 33 µs timed in a loop and 75-100 µs at the start of a product, where the source was last read
-//! one product (2.5 ms) earlier: after 10 ms of register-only FMAs the loop's copy took 90-180 µs
+//! What `pack_b` waits on inside the product is memory. The same copy of a 1 MB `B` took 33 µs
+//! timed in a loop and 75-100 µs at the start of a product, where the source was last read one
+//! product (2.5 ms) earlier: after 10 ms of register-only FMAs the loop's copy took 90-180 µs
 //! too. On this shared VM an operand left alone for milliseconds is partly gone from the shared
-//! L3, and a copy has nothing to overlap the misses with.
+//! L3, and a copy has nothing to overlap the misses with. Two changes since then, both timed in
+//! turns with the code before: the gap between the panels ([`B_PANEL_GAP`]: 1.001-1.014 at
+//! n = 512-2048) and 64-byte copies ([`rows_across`]: 1.012-1.013 at n = 1024, 1.000-1.008
+//! elsewhere). Timed inside the n = 512 product afterwards, `pack_b` took 50-60 µs: 30 µs when
+//! its source and its destination were both read just before it (which itself took 37 µs), 5-9 µs
+//! less with only the destination read first; reading only `B` first made the whole product
+//! 10-15 µs faster.
 
 use std::ops::Range;
 
