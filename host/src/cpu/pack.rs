@@ -196,10 +196,11 @@ mod sse {
     }
 }
 
-/// `MR` rows by 16 steps at a time: `MR` 64-byte loads along the rows, `4 * MR` shuffles in
-/// registers, `MR` 64-byte stores of the panel's `16 * MR` consecutive values. Per value that is a
-/// quarter of [`sse`]'s loads and stores and half its shuffles (each a 64-byte one): a `12 x 512`
-/// panel of `A` took 0.48 µs against 0.82 µs, the sources in L2.
+/// The packing's AVX-512 code: [`rows_across`](avx512::rows_across) compiled for it, and the
+/// transpose of `MR` rows by 16 steps at a time: `MR` 64-byte loads along the rows, `4 * MR`
+/// shuffles in registers, `MR` 64-byte stores of the panel's `16 * MR` consecutive values. Per
+/// value that is a quarter of [`sse`]'s loads and stores and half its shuffles (each a 64-byte
+/// one): a `12 x 512` panel of `A` took 0.48 µs against 0.82 µs, the sources in L2.
 ///
 /// A 64-byte register is four 16-byte lanes. The first stage transposes each group of 4 rows
 /// within the lanes, as [`sse`] does in one: vector `v[G*j + g]` (`G = MR / 4` groups) holds in
