@@ -62,6 +62,8 @@
 
 use std::ops::Range;
 
+#[cfg(target_arch = "x86_64")]
+use super::simd::{Avx512, Simd};
 use crate::matrix::{Layout, MatRef};
 
 /// [`pack_a`] at one `MR`, as a [`Microkernel`](super::microkernel::Microkernel) holds it.
@@ -130,7 +132,7 @@ fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
     let mut p = 0;
     #[cfg(target_arch = "x86_64")]
     {
-        if MR.is_multiple_of(4) && is_x86_feature_detected!("avx512f") {
+        if MR.is_multiple_of(4) && Avx512::detected() {
             // SAFETY: the CPU has AVX-512F.
             p = unsafe { avx512::transpose_rows(src, panel) };
         }
@@ -211,6 +213,8 @@ mod sse {
 mod avx512 {
     use std::arch::x86_64::*;
 
+    use super::super::simd::{Avx512, Simd};
+
     /// [`transpose_rows`](super::transpose_rows) of steps `0..` in blocks of 16; returns the first
     /// step not written. `MR` is a multiple of 4.
     ///
@@ -222,7 +226,7 @@ mod avx512 {
         let load = |r: usize, p: usize| {
             let row = &src[r][p..p + 16];
             // SAFETY: `row` holds the 16 values read (unaligned load); AVX-512F is enabled.
-            unsafe { _mm512_loadu_ps(row.as_ptr()) }
+            unsafe { Avx512::load(row.as_ptr()) }
         };
         let mut p = 0;
         while p + 16 <= kc {
@@ -251,7 +255,7 @@ mod avx512 {
                 for (l, lane) in lanes.into_iter().enumerate() {
                     let dst = &mut out[16 * (groups * l + s)..][..16];
                     // SAFETY: `dst` holds the 16 values written (unaligned store).
-                    unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), lane) };
+                    unsafe { Avx512::store(dst.as_mut_ptr(), lane) };
                 }
             }
             p += 16;
@@ -308,7 +312,7 @@ pub fn pack_b<const NR: usize>(
         Layout::RowMajor => {
             let rows = rows.map(|p| &b.row(p)[cols.clone()]);
             #[cfg(target_arch = "x86_64")]
-            if is_x86_feature_detected!("avx512f") {
+            if Avx512::detected() {
                 // SAFETY: the CPU has AVX-512F.
                 return unsafe { avx512::rows_across::<NR>(rows, stride, out) };
             }
@@ -401,7 +405,7 @@ mod tests {
                     let done = sse::transpose_rows(&src, &mut got, 0);
                     assert_eq!(done, kc - kc % 4);
                     assert_eq!(got[..done * MR], want[..done * MR], "SSE, MR {MR} kc {kc}");
-                    if MR.is_multiple_of(4) && is_x86_feature_detected!("avx512f") {
+                    if MR.is_multiple_of(4) && Avx512::detected() {
                         let mut got = vec![f32::NAN; kc * MR];
                         // SAFETY: the CPU has AVX-512F.
                         let done = unsafe { avx512::transpose_rows(&src, &mut got) };
