@@ -73,7 +73,7 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
     #[cfg(target_arch = "x86_64")]
     packed_kernel!("packed_avx2", microkernel::AVX2, "packed panels, 6x16 AVX2+FMA microkernel"),
     #[cfg(target_arch = "x86_64")]
-    packed_kernel!("packed_avx512", microkernel::AVX512, "packed panels, 12x32 AVX-512 microkernel"),
+    packed_kernel!("packed_avx512", microkernel::AVX512, "packed panels, 8x32 AVX-512 microkernel"),
 ];
 
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.

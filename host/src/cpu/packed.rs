@@ -14,21 +14,21 @@
 //!                      (the last 2 tiles also prefetch the source of A[ir+MR.., pc..])
 //! ```
 //!
-//! The inner loops run A-panel-outer: a `12 x kc` panel of A (24 KB at `kc = 512`) is read once
-//! per tile, the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them), and the
-//! tiles of C are visited along a row, again in address order. The other order (a B panel kept in
-//! L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills the 32 KB
-//! L1. Visiting the B panels backwards on every other A panel, so that the first panels each A
-//! panel meets are the ones still in L2, measured 0.985-0.995 of this order at n = 512 and 2048 on
-//! one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes over C
-//! (`k / kc` reads and writes of each tile, and as many tile epilogues): 1024 measured 1.001-1.026
-//! of 512 in turns at n = 1000-4097 on one and two threads (the `12 x 1024` A panel, 48 KB, is read
-//! from L2), 512 had measured best of 256, 384 and 512, and 2048 up to 25% slower (its 16 MB B
-//! block no longer stays in L3). A B block of `1024 x 2048` (8 MB) is far larger than the 1 MB L2,
-//! so B streams from L3 at every A panel; that costs nothing measurable: the microkernel needs 128
-//! bytes of B per 24 cycles, and with `nc = 256` (a 512 KB block that stays in L2, at `kc = 512`)
-//! the microkernel's share of a single-threaded n = 2048 product did not shrink, while repacking
-//! A once per block made the whole 10% slower.
+//! The inner loops run A-panel-outer: an `8 x kc` panel of A (16 KB at `kc = 512`) is read once per
+//! tile, the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them),
+//! and the tiles of C are visited along a row, again in address order. The other order (a B panel
+//! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
+//! the 32 KB L1. Visiting the B panels backwards on every other A panel, so that the first panels
+//! each A panel meets are the ones still in L2, measured 0.985-0.995 of this order at n = 512 and
+//! 2048 on one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes
+//! over C (`k / kc` reads and writes of each tile, and as many tile epilogues): 1024 measured
+//! 1.001-1.026 of 512 in turns at n = 1000-4097 on one and two threads with the `12 x 32` kernel of
+//! the time (its `12 x 1024` A panel, 48 KB, is read from L2), 512 had measured best of 256, 384
+//! and 512, and 2048 up to 25% slower (its 16 MB B block no longer stays in L3). A B block of `1024
+//! x 2048` (8 MB) is far larger than the 1 MB L2, so B streams from L3 at every A panel; that costs
+//! nothing measurable: the microkernel needs 128 bytes of B per 16 cycles, and with `nc = 256` (a
+//! 512 KB block that stays in L2, at `kc = 512`) the microkernel's share of a single-threaded n =
+//! 2048 product did not shrink, while repacking A once per block made the whole 10% slower.
 //!
 //! Packing the next panel of `A` would wait on L3 with nothing to overlap: the source was pushed
 //! out of L2 by the `B` stream. So the microkernels of a row's last [`WARM_TILES`] tiles prefetch

@@ -489,6 +489,14 @@ type Contender<'a> = (String, Role<'a>, CpuRun<'a>, Duration);
 /// shared machine: a burst of load from a neighbour lands on every contender alike instead of
 /// on whichever was being timed.
 ///
+/// The order is fixed: our kernels, then the peers, then the FMA loop. So the first of our kernels,
+/// like every peer, runs right after another library's run, and a later one of ours right after one
+/// of ours: the same kernel listed three times measured 2-3.5% slower in the first place than in
+/// the second and third at n = 512 on one thread, with or without the FMA loop before it (likely
+/// because our packing buffers are still in cache after one of ours). The ratio of `auto`, listed
+/// first, is therefore taken as the peers' are; two of our kernels are compared in separate runs,
+/// each listed first.
+///
 /// The FMA loop takes its turn last in every round, sized to last about as long as our first
 /// kernel's run, and its median is the row's peak. Measured once before the sweep instead (the
 /// best of three 30 ms runs), the peak was compared with GEMMs timed minutes later, while this
