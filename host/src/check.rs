@@ -143,7 +143,8 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// The `sblat3` sweep: sizes `{0, 1, 2, 3, 5, 9}` for each of `m`, `n`, `k`, then shapes at
-/// the tile sizes plus or minus one (CPU microkernel tiles 12 and 32, GPU tiles 32 and 128),
+/// the tile sizes plus or minus one (CPU microkernel tiles 8 and 32, and 16, the width of the
+/// narrow kernel for a last panel at most half full; GPU tiles 32 and 128),
 /// each with every transpose pair, both layouts, `alpha` in `{0, 1, 0.7}`, `beta` in
 /// `{0, 1, 1.3}`, and leading dimensions padded by one.
 pub fn blas_sweep() -> Vec<Case> {
@@ -156,10 +157,10 @@ pub fn blas_sweep() -> Vec<Case> {
             }
         }
     }
-    for t in [11, 13, 31, 33, 127, 129] {
+    for t in [7, 15, 17, 31, 33, 127, 129] {
         shapes.push((t, t, t));
     }
-    shapes.extend([(127, 129, 128), (129, 128, 127), (128, 127, 129), (13, 33, 11)]);
+    shapes.extend([(127, 129, 128), (129, 128, 127), (128, 127, 129), (7, 48, 9), (9, 49, 7)]);
     let mut cases = Vec::new();
     for (m, n, k) in shapes {
         for combo in COMBOS {

@@ -43,7 +43,8 @@
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
 //! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
-//! written.
+//! written; a tile at most half as wide as a panel is computed by the microkernel's
+//! [`narrow`](Microkernel::narrow) half.
 //!
 //! The threads go through the whole product as one team ([`Team`], one rayon `broadcast` job per
 //! thread per call). For each block, each packs its run of the `B` panels, all meet at a barrier,
@@ -383,10 +384,10 @@ fn row_of_tiles(
                 )
             };
         } else {
+            // A panel at most half full goes through the kernel of half the width.
+            let run = uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run);
             // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
-            unsafe {
-                (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm)
-            };
+            unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm) };
             for i in 0..height {
                 let tile = &scratch[i * nr..i * nr + width];
                 let out = &mut c_rows[col + i * ldc..col + i * ldc + width];
