@@ -17,26 +17,25 @@
 //! end, late enough that the panel of `B` streaming through L1 has not pushed the lines out again
 //! by the stores.
 //!
-//! The register count bounds the shape; the shapes of the products decide within it. AVX-512 has
-//! 32 registers of 16 lanes: `8 x 32` keeps 16 accumulators, 2 vectors of `B` and a broadcast (19
+//! The register count bounds the shape; the shapes of the products decide within it. AVX-512 has 32
+//! registers of 16 lanes: `8 x 32` keeps 16 accumulators, 2 vectors of `B` and a broadcast (19
 //! registers), 16 FMAs per 2 vector loads and 8 broadcasts, and its 8-row panels pad nothing when
 //! `m` is a multiple of 8 (every power of two, and 1000). The `12 x 32` tile that fills the
 //! register file (24 accumulators, the same 2 loads and one broadcast per 2 FMAs) ran at the
-//! measured FMA peak of one Zen 4 core alone (117.0 GFLOP/s, one tile repeated) and at 115-116
-//! over the tiles of an n = 512 product, but it computes 512 rows as 516 and 1024 as 1032. In
-//! the bench harness, each shape run alone beside the peers in alternating runs, `8 x 32` read
-//! 0.983-0.993 of the best peer at n = 512 on one thread where `12 x 32` read 0.974-0.989 (four
-//! runs each), and 0-0.9 points more of the FMA peak at 1000 and 1024 (two runs each); at
-//! 2047-4097 the two were level (`8 x 32` against `12 x 32`: 94.3 and 93.9% of the peak at 2047,
-//! 95.5 and 96.0% at 4096, 95.5 and 95.0% at 4097, one sweep). Of the other shapes timed one after
-//! another in one process (each after one of ours), `16 x 16` and `4 x 64`, 16 accumulators too,
-//! were level with `8 x 32` at 512 and 1024 and 0.2-1.4% behind it at 2047-4097; `10 x 32`,
-//! `6 x 32`, `6 x 64` and `8 x 48` were 1.5-4% behind at 512 and 1024; an earlier `24 x 16` (one vector of `B`, 24 broadcasts a step) 8-10% behind `12 x 32`.
-//! Its kernel is unrolled by the compiler only along the tile: unrolling the `kc` loop by 4
-//! measured within noise of the plain loop (0.996-1.014, with `12 x 32`). AVX2 has 16 registers
-//! of 8 lanes: the seed's `6 x 16` keeps 12 accumulators, 2 of `B` and a broadcast (15). The
-//! portable kernel is `4 x 8` in two 4-lane halves, which fits the 16 SSE registers of the x86-64
-//! baseline.
+//! measured FMA peak of one Zen 4 core alone (117.0 GFLOP/s, one tile repeated) and at 115-116 over
+//! the tiles of an n = 512 product, but it computes 512 rows as 516 and 1024 as 1032. In the bench
+//! harness, each shape run alone beside the peers in alternating runs, `8 x 32` read 0.983-0.993 of
+//! the best peer at n = 512 on one thread where `12 x 32` read 0.974-0.989 (four runs each), and
+//! 0-0.9 points more of the FMA peak at 1000 and 1024 (two runs each); at 2047-4097 the two were
+//! level (`8 x 32` against `12 x 32`: 94.3 and 93.9% of the peak at 2047, 95.5 and 96.0% at 4096,
+//! 95.5 and 95.0% at 4097, one sweep). Of the other shapes timed one after another in one process
+//! (each after one of ours), `16 x 16` and `4 x 64`, 16 accumulators too, were level with `8 x 32`
+//! at 512 and 1024 and 0.2-1.4% behind it at 2047-4097; `10 x 32`, `6 x 32`, `6 x 64` and `8 x 48`
+//! were 1.5-4% behind at 512 and 1024; an earlier `24 x 16` (one vector of `B`, 24 broadcasts a
+//! step) 8-10% behind `12 x 32`. The `kc` loop is not unrolled: unrolled by 4 it measured within
+//! noise of the plain loop (0.996-1.014, with `12 x 32`). AVX2 has 16 registers of 8 lanes: the
+//! seed's `6 x 16` keeps 12 accumulators, 2 of `B` and a broadcast (15). The portable kernel is
+//! `4 x 8` in two 4-lane halves, which fits the 16 SSE registers of the x86-64 baseline.
 //!
 //! Edges need no code of their own: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
