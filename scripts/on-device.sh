@@ -9,7 +9,7 @@ mkdir -p "$out"
 status=0
 step() { echo; echo "== $*"; }
 # STEPS picks a subset (default: all of them, in this order).
-STEPS=${STEPS:-"sass selftest tests sanitizer transposes bench"}
+STEPS=${STEPS:-"sass selftest tests accuracy sanitizer transposes bench"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "device"
@@ -36,6 +36,11 @@ for t in $b/test-*; do
 done
 fi
 
+if want accuracy; then
+step "accuracy over magnitudes: each precision policy beside cuBLAS FP32 (normalized errors in u = 2^-24)"
+$b/gemm accuracy --backend gpu --peer --size ${ACCURACY_SIZE:-512} --step ${ACCURACY_STEP:-3} 2>&1 | tee "$out/accuracy.log" || status=1
+fi
+
 if want sanitizer; then
 step "compute-sanitizer"
 san="compute-sanitizer --error-exitcode 9 --print-limit 20"
@@ -49,6 +54,11 @@ for kernel in $($b/gemm --backend gpu --list-kernels | tail -n +2); do
 done
 # the split-K kernels with K actually split (7 slices and a tail of 21 columns), then transposes and
 # column-major (the transpose kernel and the swapped operands), on the auto kernel.
+# warpgroup's scaled path (tiles whose rows and columns are scaled by powers of two).
+for tool in memcheck racecheck initcheck; do
+  $san --tool $tool $b/gemm --backend gpu --kernel warpgroup --m 129 --n 127 --k 1001 --scale-a 1e-38 --scale-b 1e30 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
+    && echo "$tool warpgroup scaled 129x127x1001: clean" || { echo "$tool warpgroup scaled: FAILED"; tail -30 "$out/san.log"; status=1; }
+done
 for kernel in split_k tensor_core warpgroup; do
   for tool in memcheck racecheck initcheck; do
     $san --tool $tool $b/gemm --backend gpu --kernel $kernel --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
@@ -70,6 +80,12 @@ step "transposed operands at n = 4096: ours (transpose kernel + GEMM) and cuBLAS
 for ops in "" "--transa" "--transb" "--transa --transb" "--layout col" "--transa --layout col"; do
   $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|tensor|split|warpgroup|cublas" || status=1
 done
+fi
+
+if want before; then
+step "before/after: the previous build's auto beside cuBLAS, then this build's (same sizes, one run)"
+$b/gemm-before bench --backend gpu --kernels auto --peers ${SIZES:+--sizes "$SIZES"} \
+  --json "$out/bench-before.json" 2>&1 | tee "$out/bench-before.log" || status=1
 fi
 
 if want bench; then

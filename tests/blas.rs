@@ -179,7 +179,6 @@ fn poisoned(engine: &Engine, alpha: f32, k: usize, beta: f32) -> Vec<f32> {
     let mut c = vec![2.0; m * n];
     engine
         .gemm(
-            None,
             alpha,
             &MatRef::new(&a, m, k, k.max(1)),
             &MatRef::contiguous(&b, k, n),
@@ -210,7 +209,7 @@ fn beta_zero_overwrites_c_without_reading_it() {
             let (a, b) = (MatRef { layout, ..MatRef::new(&a, 2, 3, 3) }, MatRef::contiguous(&b, 3, 2));
             let a = if layout == Layout::ColMajor { MatRef { rows: 2, cols: 3, ld: 2, ..a } } else { a };
             engine
-                .gemm(None, 1.0, &a, &b, 0.0, &mut MatMut { layout, ..MatMut::contiguous(&mut c, 2, 2) })
+                .gemm(1.0, &a, &b, 0.0, &mut MatMut { layout, ..MatMut::contiguous(&mut c, 2, 2) })
                 .unwrap();
             assert_eq!(c, vec![6.0; 4], "{} {layout:?}", engine.backend_name());
         }

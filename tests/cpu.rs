@@ -1,7 +1,8 @@
 //! Every CPU kernel against the f64 reference over the shared suite (`sgemm::check`).
 
 use sgemm::cpu::{self, CPU_KERNELS};
-use sgemm::{MatMut, MatRef, check};
+use sgemm::{MatMut, MatRef};
+use sgemm_check::suite as check;
 
 #[test]
 fn every_cpu_kernel_passes_the_suite() {

@@ -4,7 +4,7 @@ use sgemm::{Backend, Engine, Error, MatMut, MatRef};
 
 fn call(backend: Backend, a: MatRef, b: MatRef, c: &mut MatMut) -> Result<(), Error> {
     let engine = Engine::new(backend)?;
-    engine.gemm(None, 1.0, &a, &b, 0.0, c)
+    engine.gemm(1.0, &a, &b, 0.0, c)
 }
 
 fn backends() -> Vec<Backend> {
@@ -88,16 +88,7 @@ fn slices_too_short_for_their_declared_shape_are_rejected() {
 
 #[test]
 fn unknown_kernels_are_rejected_with_the_list() {
-    let engine = Engine::new(Backend::Cpu).unwrap();
-    let (a, b, mut c) = (vec![1.0; 1], vec![1.0; 1], vec![0.0; 1]);
-    let err = engine.gemm(
-        Some("nope"),
-        1.0,
-        &MatRef::contiguous(&a, 1, 1),
-        &MatRef::contiguous(&b, 1, 1),
-        0.0,
-        &mut MatMut::contiguous(&mut c, 1, 1),
-    );
+    let err = Engine::new(Backend::Cpu).unwrap().with_kernel("nope");
     match err {
         Err(Error::UnknownKernel { name, available, .. }) => {
             assert_eq!(name, "nope");

@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use sgemm::check;
 use sgemm::{Error, Gpu, Layout, MatMut, MatRef};
+use sgemm_check::suite as check;
 
 fn gpu_or_skip(test: &str) -> Option<Gpu> {
     match Gpu::new(0) {
@@ -23,10 +23,10 @@ fn gpu_or_skip(test: &str) -> Option<Gpu> {
 fn every_gpu_kernel_passes_the_suite() {
     let Some(gpu) = gpu_or_skip("every_gpu_kernel_passes_the_suite") else { return };
     let mut failures = Vec::new();
-    for kernel in gpu.kernels() {
-        let name = kernel.spec.name;
+    for name in gpu.kernel_names() {
+        let gpu = gpu.clone().with_kernel(name).unwrap();
         let (failed, worst) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-            gpu.gemm(Some(name), alpha, a, b, beta, c)
+            gpu.gemm(alpha, a, b, beta, c)
         });
         println!(
             "gpu {name}: {} cases, {} failed, max normalized error {worst:.2e}",
@@ -46,10 +46,10 @@ fn device_resident_calls_match_host_calls() {
     let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
     let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
     let mut host = vec![0.0; m * n];
-    gpu.gemm(None, 1.0, &a, &b, 0.0, &mut MatMut::contiguous(&mut host, m, n)).unwrap();
+    gpu.gemm(1.0, &a, &b, 0.0, &mut MatMut::contiguous(&mut host, m, n)).unwrap();
     let (a_dev, b_dev) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
     let mut c_dev = gpu.alloc(m, n, n).unwrap();
-    gpu.gemm_device(None, 1.0, &a_dev, &b_dev, 0.0, &mut c_dev).unwrap();
+    gpu.gemm_device(1.0, &a_dev, &b_dev, 0.0, &mut c_dev).unwrap();
     let mut device = vec![0.0; m * n];
     gpu.download(&c_dev, &mut MatMut::contiguous(&mut device, m, n)).unwrap();
     // Small integers: every product and partial sum is exact, so the two must agree exactly.
@@ -61,7 +61,7 @@ fn device_resident_calls_match_host_calls() {
     let a_t = gpu.upload(&MatRef::contiguous(&a_stored, k, m)).unwrap().t();
     assert_eq!((a_t.rows(), a_t.cols(), a_t.layout()), (m, k, Layout::ColMajor));
     let mut c_col = gpu.alloc(n, m, m + 3).unwrap().t();
-    gpu.gemm_device(None, 1.0, &a_t, &b_dev, 0.0, &mut c_col).unwrap();
+    gpu.gemm_device(1.0, &a_t, &b_dev, 0.0, &mut c_col).unwrap();
     let mut from_col = vec![0.0; m * n];
     gpu.download(&c_col, &mut MatMut::contiguous(&mut from_col, m, n)).unwrap();
     assert_eq!(host, from_col);
@@ -88,11 +88,11 @@ fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
         let mut cpu = c0.clone();
         let mut c = MatMut { data: &mut cpu, rows: m, cols: n, ld: ldc, layout };
         sgemm::cpu::gemm(None, None, 2.0, &a, &b, -1.0, &mut c).unwrap();
-        for kernel in gpu.kernels() {
+        for name in gpu.kernel_names() {
             let mut out = c0.clone();
             let mut c = MatMut { data: &mut out, rows: m, cols: n, ld: ldc, layout };
-            gpu.gemm(Some(kernel.spec.name), 2.0, &a, &b, -1.0, &mut c).unwrap();
-            assert!(out == cpu, "{} {layout:?} {trans_a} {trans_b}: GPU differs from CPU", kernel.spec.name);
+            gpu.clone().with_kernel(name).unwrap().gemm(2.0, &a, &b, -1.0, &mut c).unwrap();
+            assert!(out == cpu, "{name} {layout:?} {trans_a} {trans_b}: GPU differs from CPU");
         }
     }
 }
@@ -100,10 +100,10 @@ fn gpu_and_cpu_agree_bit_for_bit_on_integers() {
 #[test]
 fn non_finite_and_huge_inputs_give_the_f32_results() {
     let Some(gpu) = gpu_or_skip("non_finite_and_huge_inputs_give_the_f32_results") else { return };
-    for kernel in gpu.kernels() {
-        let name = kernel.spec.name;
+    for name in gpu.kernel_names() {
+        let gpu = gpu.clone().with_kernel(name).unwrap();
         let result = check::run_non_finite_case(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-            gpu.gemm(Some(name), alpha, a, b, beta, c)
+            gpu.gemm(alpha, a, b, beta, c)
         });
         assert!(result.is_ok(), "gpu {name}: {}", result.unwrap_err());
     }
@@ -119,12 +119,12 @@ fn shapes_past_one_grid_run_as_several_launches() {
         check::Case::new(65_535 * 128 + 129, 3, 2, 0.0, 1.5, 0),
         check::Case::new(2, 3, 2_200_000, 1.0, 1.0, 1).with(check::COMBOS[3]),
     ];
-    for kernel in gpu.kernels() {
-        let name = kernel.spec.name;
+    for name in gpu.kernel_names() {
+        let gpu = gpu.clone().with_kernel(name).unwrap();
         for (seed, case) in cases.iter().enumerate() {
             let r =
                 check::run_case(case, seed as u64, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-                    gpu.gemm(Some(name), alpha, a, b, beta, c)
+                    gpu.gemm(alpha, a, b, beta, c)
                 });
             assert!(r.is_ok(), "{name}: {}", r.unwrap_err());
         }
@@ -146,10 +146,9 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
     let span = (m - 1) * ldc + n;
     assert!(span > 1 << 32);
     let mut c = vec![0.0f32; span];
-    // naive, and the automatic choice (tensor_core at this shape).
-    for name in [Some("naive"), None] {
+    // naive, and the automatic choice.
+    for (name, gpu) in [("naive", gpu.clone().with_kernel("naive").unwrap()), ("auto", gpu)] {
         gpu.gemm(
-            name,
             1.0,
             &MatRef::contiguous(&a, m, k),
             &MatRef::contiguous(&b, k, n),
@@ -160,7 +159,7 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
         for i in 0..m {
             for j in 0..n {
                 let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
-                assert_eq!(c[i * ldc + j], want, "{name:?}: C[{i}][{j}] at offset {}", i * ldc + j);
+                assert_eq!(c[i * ldc + j], want, "{name}: C[{i}][{j}] at offset {}", i * ldc + j);
             }
         }
         c.iter_mut().for_each(|x| *x = 0.0);

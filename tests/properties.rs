@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use sgemm::check::{self, COMBOS, Case};
 use sgemm::{Backend, Engine, MatMut, MatRef};
+use sgemm_check::suite::{self as check, COMBOS, Case};
 
 /// `alpha` and `beta`: the special values BLAS treats apart, and general ones.
 fn scalar() -> impl Strategy<Value = f32> {
@@ -40,8 +40,9 @@ fn check_engine(engine: &Engine, cases: u32) {
     let mut runner = TestRunner::new(config);
     let result = runner.run(&case(kernels.len()), |(case, kernel, seed)| {
         let name = kernels[kernel];
+        let engine = engine.clone().with_kernel(name).unwrap();
         let outcome = check::run_case(&case, seed, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-            engine.gemm(Some(name), alpha, a, b, beta, c)
+            engine.gemm(alpha, a, b, beta, c)
         });
         prop_assert!(outcome.is_ok(), "{} {name}: {}", engine.backend_name(), outcome.unwrap_err());
         Ok(())

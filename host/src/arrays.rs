@@ -51,13 +51,12 @@ impl Engine {
     /// let engine = Engine::new(Backend::Cpu)?;
     /// let a = array![[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]]; // 3x2
     /// let mut c = Array2::<f32>::zeros((2, 2));
-    /// engine.gemm_ndarray(None, 1.0, a.t(), a.view(), 0.0, c.view_mut())?; // A^T A
+    /// engine.gemm_ndarray(1.0, a.t(), a.view(), 0.0, c.view_mut())?; // A^T A
     /// assert_eq!(c, array![[35.0, 44.0], [44.0, 56.0]]);
     /// # Ok::<(), sgemm::Error>(())
     /// ```
     pub fn gemm_ndarray(
         &self,
-        kernel: Option<&str>,
         alpha: f32,
         a: ArrayView2<f32>,
         b: ArrayView2<f32>,
@@ -70,22 +69,15 @@ impl Engine {
         if c.is_standard_layout()
             && let Some(data) = c.view_mut().into_slice()
         {
-            return self.gemm(kernel, alpha, &a, &b, beta, &mut MatMut::contiguous(data, rows, cols));
+            return self.gemm(alpha, &a, &b, beta, &mut MatMut::contiguous(data, rows, cols));
         }
         if c.t().is_standard_layout()
             && let Some(data) = c.view_mut().reversed_axes().into_slice()
         {
-            return self.gemm(
-                kernel,
-                alpha,
-                &a,
-                &b,
-                beta,
-                &mut MatMut::col_major(data, rows, cols, rows.max(1)),
-            );
+            return self.gemm(alpha, &a, &b, beta, &mut MatMut::col_major(data, rows, cols, rows.max(1)));
         }
         let mut copy: Vec<f32> = c.iter().copied().collect();
-        self.gemm(kernel, alpha, &a, &b, beta, &mut MatMut::contiguous(&mut copy, rows, cols))?;
+        self.gemm(alpha, &a, &b, beta, &mut MatMut::contiguous(&mut copy, rows, cols))?;
         c.iter_mut().zip(copy).for_each(|(x, y)| *x = y);
         Ok(())
     }

@@ -92,6 +92,6 @@ impl Engine {
         let a = MatRef::op(a, layout, trans_a, m, k, lda);
         let b = MatRef::op(b, layout, trans_b, k, n, ldb);
         let mut c = MatMut { data: c, rows: m, cols: n, ld: ldc, layout };
-        self.gemm(None, alpha, &a, &b, beta, &mut c)
+        self.gemm(alpha, &a, &b, beta, &mut c)
     }
 }

@@ -11,7 +11,6 @@
 //! let mut c = vec![0.0f32; m * n];
 //! let engine = Engine::new(Backend::Auto)?; // the GPU when there is one, else the CPU
 //! engine.gemm(
-//!     None, // the automatic kernel choice
 //!     1.0,
 //!     &MatRef::contiguous(&a, m, k),
 //!     &MatRef::contiguous(&b, k, n),
@@ -39,12 +38,10 @@
 #[cfg(feature = "ndarray")]
 mod arrays;
 mod blas;
-pub mod check;
 pub mod cpu;
 mod error;
 pub mod gpu;
 pub mod matrix;
-pub mod reference;
 
 pub use error::{Error, Result};
 pub use gpu::{DeviceMatrix, Gpu};
@@ -74,30 +71,71 @@ impl std::str::FromStr for Backend {
     }
 }
 
-/// A resolved backend, created once and reused for every call.
-#[derive(Debug)]
+/// How the products of a GEMM may be computed. Every policy gives bitwise the same result on
+/// every run for a given device, shape, layout and policy (no atomics, a fixed order of
+/// additions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// `f32` accuracy on every input the format holds: normal and subnormal values anywhere in
+    /// its range, operands on unrelated scales, infinities and NaN as IEEE `f32` arithmetic
+    /// gives them. The error stays within the reference BLAS bound (16 `f32::EPSILON` relative
+    /// to `|alpha| sum |a||b| + |beta c|`) wherever an `f32` FMA loop's does. On the H100 and
+    /// H200 the products run on the tensor cores as three TF32 products per `f32` product, with
+    /// each tile's rows and columns scaled by exact powers of two; elsewhere as in
+    /// [`Strict`](Self::Strict).
+    #[default]
+    Accurate,
+    /// Every multiply-add is one `f32` fused multiply-add, for callers who need IEEE `f32`
+    /// semantics operation by operation.
+    Strict,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "accurate" => Ok(Self::Accurate),
+            "strict" => Ok(Self::Strict),
+            _ => Err(format!("unknown precision `{s}` (expected accurate or strict)")),
+        }
+    }
+}
+
+/// A resolved backend and the options of its calls, created once and reused for every call.
+/// Cloning is cheap (a GPU's context and kernels are shared).
+#[derive(Clone, Debug)]
 pub struct Engine {
     gpu: Option<Gpu>,
     fallback: Option<String>,
     threads: Option<usize>,
+    /// A CPU kernel chosen by name (the GPU's is kept by its handle).
+    cpu_kernel: Option<&'static str>,
 }
 
 impl Engine {
     /// Resolves `backend`: opens the GPU for [`Backend::Gpu`] (an error when there is none) and
     /// for [`Backend::Auto`] (falling back to the CPU, with the reason kept in
-    /// [`fallback_reason`](Self::fallback_reason)).
+    /// [`fallback_reason`](Self::fallback_reason)). Calls use [`Precision::Accurate`], the
+    /// automatic kernel choice and every core of the CPU until the `with_` methods say otherwise.
     pub fn new(backend: Backend) -> Result<Self> {
+        let cpu = |fallback| Self { gpu: None, fallback, threads: None, cpu_kernel: None };
         match backend {
-            Backend::Cpu => Ok(Self { gpu: None, fallback: None, threads: None }),
-            Backend::Gpu => Ok(Self { gpu: Some(Gpu::new(0)?), fallback: None, threads: None }),
+            Backend::Cpu => Ok(cpu(None)),
+            Backend::Gpu => Ok(Self { gpu: Some(Gpu::new(0)?), ..cpu(None) }),
             Backend::Auto => match Gpu::new(0) {
-                Ok(gpu) => Ok(Self { gpu: Some(gpu), fallback: None, threads: None }),
-                Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
-                    Ok(Self { gpu: None, fallback: Some(e.to_string()), threads: None })
-                }
+                Ok(gpu) => Ok(Self { gpu: Some(gpu), ..cpu(None) }),
+                Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => Ok(cpu(Some(e.to_string()))),
                 Err(e) => Err(e),
             },
         }
+    }
+
+    /// Calls under `precision` ([`Precision::Accurate`] by default). The CPU kernels are
+    /// [`Precision::Strict`] under every policy.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.gpu = self.gpu.map(|g| g.with_precision(precision));
+        self
     }
 
     /// Runs CPU GEMMs on up to `threads` threads instead of every core (`0` is rejected by the
@@ -105,6 +143,18 @@ impl Engine {
     pub fn with_cpu_threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
+    }
+
+    /// Runs every call on the kernel called `name` (one of [`kernel_names`](Self::kernel_names):
+    /// the steps of the optimization ladder, for study and comparison) instead of the automatic
+    /// choice. [`Error::UnknownKernel`] if the backend has no such kernel,
+    /// [`Error::UnsupportedCpu`] if this CPU lacks its instruction set.
+    pub fn with_kernel(mut self, name: &str) -> Result<Self> {
+        match self.gpu {
+            Some(gpu) => self.gpu = Some(gpu.with_kernel(name)?),
+            None => self.cpu_kernel = Some(cpu::kernel(Some(name))?.name),
+        }
+        Ok(self)
     }
 
     /// The GPU, when this engine runs there.
@@ -126,26 +176,30 @@ impl Engine {
     /// instruction set this CPU lacks are left out).
     pub fn kernel_names(&self) -> Vec<&'static str> {
         match &self.gpu {
-            Some(gpu) => gpu.kernels().iter().map(|k| k.spec.name).collect(),
+            Some(gpu) => gpu.kernel_names(),
             None => cpu::CPU_KERNELS.iter().filter(|k| (k.detected)()).map(|k| k.name).collect(),
         }
     }
 
-    /// `C = alpha * op(A) * op(B) + beta * C` with the named kernel (the automatic choice for
-    /// `None`). `op(A)` and `op(B)` are the views as passed (`a.t()` for `A^T`); any layout of
-    /// any operand works. For BLAS's argument list, see [`sgemm`](Self::sgemm).
-    pub fn gemm(
-        &self,
-        kernel: Option<&str>,
-        alpha: f32,
-        a: &MatRef,
-        b: &MatRef,
-        beta: f32,
-        c: &mut MatMut,
-    ) -> Result<()> {
+    /// `C = alpha * op(A) * op(B) + beta * C`. `op(A)` and `op(B)` are the views as passed
+    /// (`a.t()` for `A^T`); any layout of any operand works. For BLAS's argument list, see
+    /// [`sgemm`](Self::sgemm).
+    ///
+    /// ```
+    /// use sgemm::{Backend, Engine, MatMut, MatRef};
+    ///
+    /// let engine = Engine::new(Backend::Cpu)?;
+    /// let a = [1.0, 2.0, 3.0, 4.0]; // 2 x 2, row-major
+    /// let mut c = [0.0; 4];
+    /// let a = MatRef::contiguous(&a, 2, 2);
+    /// engine.gemm(1.0, &a.t(), &a, 0.0, &mut MatMut::contiguous(&mut c, 2, 2))?; // A^T A
+    /// assert_eq!(c, [10.0, 14.0, 14.0, 20.0]);
+    /// # Ok::<(), sgemm::Error>(())
+    /// ```
+    pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
         match &self.gpu {
-            Some(gpu) => gpu.gemm(kernel, alpha, a, b, beta, c),
-            None => cpu::gemm(kernel, self.threads, alpha, a, b, beta, c),
+            Some(gpu) => gpu.gemm(alpha, a, b, beta, c),
+            None => cpu::gemm(self.cpu_kernel, self.threads, alpha, a, b, beta, c),
         }
     }
 }

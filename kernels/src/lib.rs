@@ -44,6 +44,7 @@ pub mod naive;
 pub mod pad;
 pub mod pipelined;
 pub mod scale;
+pub mod scaling;
 pub mod smem_tiled;
 pub mod split_k;
 pub mod tensor_core;

@@ -77,6 +77,9 @@ const SPLIT: u32 = 4 * HALF;
 const A_RAW: u32 = BM * A_LD * 4;
 /// Bytes of one raw stage.
 const STAGE: u32 = A_RAW + BK * B_LD * 4;
+/// Bytes of one split set's shifts ([`scaling`](crate::scaling)): one `i32` per row of the `A`
+/// tile, then one per column of the `B` tile, indexed by the thread that split it.
+const SHIFTS: u32 = (BM + BN) * 4;
 
 /// Launch configuration of [`sgemm_warpgroup`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -86,7 +89,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "128x128x32 tile on wgmma.m64n128k8 TF32 (sm_90a), operands split once per tile",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: 2 * SPLIT + STAGES * STAGE,
+    smem_bytes: 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS,
     min_blocks_per_sm: 1,
     splits_k: true,
     vec4_only: true,
@@ -94,19 +97,21 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 const _: () = assert!(
-    BM == BN && BM * BK / 4 == 4 * THREADS && BK == 32 && STAGES == 2,
-    "each thread copies and splits four 16-byte pieces of each operand per tile"
+    BM == BN && BM * BK / 4 == 4 * THREADS && BK == 32 && STAGES == 2 && BM + BN == THREADS,
+    "each thread copies four 16-byte pieces of each operand per tile and splits one row of A or one column of B"
 );
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 mod device_code {
-    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SPLIT, STAGE, THREADS};
+    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS};
     use crate::device::*;
     use crate::ptx::{
-        F32x4, MatrixDescriptor, SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
-        fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, wgmma_commit_group,
-        wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
+        F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
+        cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_u32, ld_shared_v4_f32,
+        st_shared_u32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32,
+        wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
+    use crate::scaling;
 
     /// Byte offsets of the four halves in a split set.
     const A_HI: u32 = 0;
@@ -203,36 +208,50 @@ mod device_code {
             b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
         };
 
-        // The split of a raw stage into a split set. Thread tid takes rows (of A) and columns
-        // (of B) r = tid % 128 and 16-byte pieces c = tid / 128 + 2 j along K: 8 consecutive
-        // lanes read 8 rows 144 bytes apart (A) or one row's 32 consecutive floats (B), and
-        // write one core matrix's 128 contiguous bytes. No bank conflicts.
-        let (r, c0) = (tid % BM, tid / BM);
+        // The split of a raw stage into a split set, scaled (module `scaling`): threads 0..128
+        // take row r = tid of the A tile, threads 128..256 column r = tid - 128 of the B tile,
+        // all 32 values along K, so each thread finds its row's (column's) largest magnitude
+        // alone. For each piece c, 8 consecutive lanes read 8 rows 144 bytes apart (A) or 8
+        // consecutive floats of a row (B), and write one core matrix's 128 contiguous bytes: no
+        // bank conflicts. Returns whether this thread's shift is not 0.
+        let (r, splits_a) = (tid % BM, tid < BM);
+        let (hi_half, lo_half) = if splits_a { (A_HI, A_LO) } else { (B_HI, B_LO) };
+        let shifts = base.offset_bytes(2 * SPLIT + STAGES * STAGE);
         let split = #[inline(always)]
-        |stage: u32, set: u32| {
-            let set = base.offset_bytes(set);
-            for j in 0..4 {
-                let c = c0 + 2 * j;
-                let to = core_offset(r, c);
-                // SAFETY: inside the raw stage, published by the last barrier; the split set
-                // is not read by a pending wgmma (the loop's protocol).
+        |stage: u32, set: u32| -> bool {
+            // SAFETY: inside the raw stage, published by the last barrier.
+            let x: [F32x4; (BK / 4) as usize] = core::array::from_fn(|c| unsafe {
+                let c = c as u32;
+                if splits_a {
+                    ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4))
+                } else {
+                    let at = |i: u32| raw.offset_bytes(stage + A_RAW + ((4 * c + i) * B_LD + r) * 4);
+                    F32x4(core::array::from_fn(|i| ld_shared_f32(at(i as u32))))
+                }
+            });
+            let max = x.iter().flat_map(|v| v.0).fold(0.0f32, |m, v| m.max(v.abs()));
+            let shift = scaling::shift(max.to_bits());
+            let factor = scaling::exp2(shift);
+            let to = base.offset_bytes(set);
+            for (c, v) in x.iter().enumerate() {
+                let (hi, lo) = split4(F32x4(v.0.map(|v| v * factor)));
+                let at = core_offset(r, c as u32);
+                // SAFETY: the split set is not read by a pending wgmma, and its shifts by no
+                // thread (the loop's protocol).
                 unsafe {
-                    let (hi, lo) = split4(ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4)));
-                    st_shared_v4_f32(set.offset_bytes(A_HI + to), hi);
-                    st_shared_v4_f32(set.offset_bytes(A_LO + to), lo);
-                    let b_at = |i: u32| raw.offset_bytes(stage + A_RAW + ((4 * c + i) * B_LD + r) * 4);
-                    let x = F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32))));
-                    let (hi, lo) = split4(x);
-                    st_shared_v4_f32(set.offset_bytes(B_HI + to), hi);
-                    st_shared_v4_f32(set.offset_bytes(B_LO + to), lo);
+                    st_shared_v4_f32(to.offset_bytes(hi_half + at), hi);
+                    st_shared_v4_f32(to.offset_bytes(lo_half + at), lo);
                 }
             }
+            // SAFETY: as above.
+            unsafe { st_shared_u32(shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4), shift as u32) };
             fence_proxy_async_shared();
+            shift != 0
         };
 
         // Warpgroup w multiplies rows 64 w..64 w + 64 of the tile: its part of each A half starts
         // 8 w core matrices (64 w rows) in.
-        let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
+        let group = tid / 128;
         let a_desc = MatrixDescriptor::new(base.offset_bytes(group * 8 * MN_STRIDE), K_STRIDE, MN_STRIDE);
         let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
         // Starts the 12 products of the tile in split set `set` into `step`.
@@ -260,14 +279,42 @@ mod device_code {
             }
         };
 
+        // Adds tile `t`'s step, split in set `set`, to the accumulators: as it is, or when the
+        // block scaled any row or column of the tile (`scaled`, the same in every thread),
+        // scaled back by the row's and the column's shifts (module `scaling`).
+        let (warp, lane) = (tid / 32 % 4, tid % 32);
+        let (g, t4) = (lane / 4, lane % 4);
+        let add_step = #[inline(always)]
+        |acc: &mut [f32; 64], step: &[f32; 64], set: u32, scaled: bool| {
+            if !scaled {
+                for (x, y) in acc.iter_mut().zip(step) {
+                    *x += y;
+                }
+                return;
+            }
+            let at = shifts.offset_bytes(set / SPLIT * SHIFTS);
+            // SAFETY: written by the split of this set before a barrier; not rewritten until
+            // the barrier that ends this iteration.
+            let load = |i: u32| unsafe { ld_shared_u32(at.offset_bytes(i * 4)) as i32 };
+            let row_shift: [i32; 2] =
+                core::array::from_fn(|h| load(64 * group + 16 * warp + g + 8 * h as u32));
+            let col_shift: [i32; 32] =
+                core::array::from_fn(|c| load(BM + 8 * (c as u32 / 2) + 2 * t4 + c as u32 % 2));
+            for (i, (x, &y)) in acc.iter_mut().zip(step).enumerate() {
+                let (j, e) = (i / 4, i % 4);
+                *x = scaling::unscale(y, row_shift[e / 2], col_shift[2 * j + e % 2], *x);
+            }
+        };
+
         // Prologue: tiles 0 and 1 in flight; tile 0 split into set 0.
         copy_tile(0, 0);
         copy_tile(STAGE, BK);
         // SAFETY: waiting has no preconditions.
         unsafe { cp_async_wait_group::<1>() };
         sync_threads();
-        split(0, 0);
-        sync_threads();
+        let scaled = split(0, 0);
+        // SAFETY: every thread reaches it.
+        let mut scaled = unsafe { bar_red_or(scaled) };
 
         let mut acc = [0.0f32; 64];
         let mut step = [0.0f32; 64];
@@ -279,7 +326,9 @@ mod device_code {
             // t + 2 (zero-filled past K).
             copy_tile(stage, (t + 2) * BK);
             stage ^= STAGE;
+            let this_set = set;
             set ^= SPLIT;
+            let mut scaled_next = false;
             if t + 1 < tiles {
                 // Tile t + 1 has landed (only tile t + 2's group may be pending); the barrier
                 // publishes it, and proves both warpgroups waited for tile t - 1's products,
@@ -287,24 +336,22 @@ mod device_code {
                 // SAFETY: as above.
                 unsafe { cp_async_wait_group::<1>() };
                 sync_threads();
-                split(stage, set);
+                scaled_next = split(stage, set);
             }
             // SAFETY: the whole warpgroup waits together.
             unsafe { wgmma_wait_group::<0>(&mut step) };
-            for (x, y) in acc.iter_mut().zip(&step) {
-                *x += y;
-            }
-            sync_threads();
+            add_step(&mut acc, &step, this_set, scaled);
+            // SAFETY: every thread reaches it (the loop is uniform).
+            scaled = unsafe { bar_red_or(scaled_next) };
         }
         // Drain the (zero-filled) copies still in flight.
         // SAFETY: as above.
         unsafe { cp_async_wait_group::<0>() };
 
-        let (g, t) = (lane / 4, lane % 4);
         for (i, &x) in acc.iter().enumerate() {
             let (j, e) = (i as u32 / 4, i as u32 % 4);
             let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
-            let col = col0 + 8 * j + 2 * t + e % 2;
+            let col = col0 + 8 * j + 2 * t4 + e % 2;
             // SAFETY: the GEMM contract for this block's slice.
             unsafe { store_exact(&args, row, col, x) };
         }

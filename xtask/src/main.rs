@@ -10,6 +10,13 @@ use std::process::{Command, ExitCode};
 
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose};
 
+/// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
+/// `-Zbuild-std=core` need one), with the components that build needs. Only this command uses
+/// it: everything else in the workspace builds on stable Rust. Move the date only after
+/// checking that every component downloads for it.
+const NIGHTLY: &str = "nightly-2026-10-01";
+const COMPONENTS: &[&str] = &["rust-src", "llvm-bitcode-linker-preview", "llvm-tools-preview"];
+
 /// One PTX module we ship.
 struct Arch {
     name: &'static str,
@@ -55,9 +62,29 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").into()
 }
 
+/// Installs [`NIGHTLY`] and its components through rustup when they are missing (rustup
+/// installs nothing by itself when `RUSTUP_AUTO_INSTALL=0`).
+fn ensure_nightly() -> Result<(), String> {
+    let installed = Command::new("rustup")
+        .args(["run", NIGHTLY, "rustc", "--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("running rustup (needed to build the kernels with {NIGHTLY}): {e}"))?;
+    let sysroot = String::from_utf8_lossy(&installed.stdout).trim().to_string();
+    let has_src = Path::new(&sysroot).join("lib/rustlib/src/rust/library/core").is_dir();
+    if installed.status.success() && has_src {
+        return Ok(());
+    }
+    println!("installing {NIGHTLY} with {} (used by build-ptx only)", COMPONENTS.join(", "));
+    let status = Command::new("rustup")
+        .args(["toolchain", "install", NIGHTLY, "--profile", "minimal", "--component", &COMPONENTS.join(",")])
+        .status()
+        .map_err(|e| format!("running rustup: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("rustup could not install {NIGHTLY}")) }
+}
+
 fn build_ptx() -> Result<(), String> {
     let root = workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    ensure_nightly()?;
     let ptxas = find_ptxas();
     if ptxas.is_none() {
         println!("ptxas not found ($PTXAS or PATH): skipping the register and local-memory report");
@@ -65,8 +92,11 @@ fn build_ptx() -> Result<(), String> {
     let mut failures = Vec::new();
     for &Arch { name: arch, flags, tuned } in ARCHES {
         let target_dir = root.join("target").join(format!("ptx-{arch}"));
-        let status = Command::new(&cargo)
+        // Through the rustup proxy with the toolchain named, not `$CARGO` (the stable cargo
+        // running this command).
+        let status = Command::new("cargo")
             .current_dir(&root)
+            .env("RUSTUP_TOOLCHAIN", NIGHTLY)
             .env("RUSTFLAGS", flags)
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .args(["rustc", "--package", "sgemm-kernels", "--profile", "ptx"])
@@ -74,7 +104,7 @@ fn build_ptx() -> Result<(), String> {
             .args(["--crate-type", "cdylib", "--target-dir"])
             .arg(&target_dir)
             .status()
-            .map_err(|e| format!("running {cargo}: {e}"))?;
+            .map_err(|e| format!("running cargo: {e}"))?;
         if !status.success() {
             return Err(format!("building the kernels for {arch} failed"));
         }

@@ -45,6 +45,37 @@ impl DeviceMatrix {
         Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 
+    /// The device buffer (cudarc's), which holds the matrix's span: for interoperation with
+    /// other cudarc code (a kernel of your own, a library call).
+    pub fn buffer(&self) -> &CudaSlice<f32> {
+        &self.buf
+    }
+
+    /// The device buffer, writable. Changing it changes the matrix; its length stays.
+    pub fn buffer_mut(&mut self) -> &mut CudaSlice<f32> {
+        &mut self.buf
+    }
+
+    /// A device matrix over a buffer of your own (allocated by cudarc on the same context as
+    /// the [`Gpu`] it is used with): `rows x cols` in `layout` with leading dimension `ld`.
+    /// Errors as for a host matrix when `ld` is too small or the buffer shorter than the span.
+    pub fn from_buffer(
+        buf: CudaSlice<f32>,
+        layout: Layout,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<Self> {
+        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
+        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        Ok(Self { buf, rows, cols, ld, layout })
+    }
+
+    /// The buffer, giving up the matrix view.
+    pub fn into_buffer(self) -> CudaSlice<f32> {
+        self.buf
+    }
+
     /// `(rows, cols)`.
     pub(super) fn dims(&self) -> (usize, usize) {
         (self.rows, self.cols)
@@ -69,7 +100,7 @@ impl Gpu {
         check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
         let len = span(layout, rows, cols, ld).max(1);
         let bytes = len.saturating_mul(4);
-        let buf = self.stream.alloc_zeros::<f32>(len).map_err(alloc_error(bytes))?;
+        let buf = self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(bytes))?;
         Ok(DeviceMatrix { buf, rows, cols, ld, layout })
     }
 
@@ -81,7 +112,8 @@ impl Gpu {
         let len = span(m.layout, m.rows, m.cols, m.ld);
         let mut d = self.alloc_as(m.layout, m.rows, m.cols, m.ld)?;
         if len > 0 {
-            self.stream
+            self.loaded
+                .stream
                 .memcpy_htod(&m.data[..len], &mut d.buf)
                 .map_err(Error::cuda("copying to the device"))?;
         }
@@ -102,7 +134,7 @@ impl Gpu {
         if d.rows == 0 || d.cols == 0 {
             return Ok(());
         }
-        let staged = self.stream.clone_dtoh(&d.buf).map_err(Error::cuda("copying to the host"))?;
+        let staged = self.loaded.stream.clone_dtoh(&d.buf).map_err(Error::cuda("copying to the host"))?;
         let staged = MatRef { data: &staged, rows: d.rows, cols: d.cols, ld: d.ld, layout: d.layout };
         if out.layout == d.layout {
             // Line by line (rows, or columns): whole contiguous runs.

@@ -6,23 +6,21 @@
 //! architecture. The driver is loaded at run time (cudarc's dynamic loading), so the library
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
-#[cfg(feature = "cublas")]
-pub mod cublas;
 mod device_matrix;
 
 pub use device_matrix::DeviceMatrix;
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, tensor_core, transpose, warpgroup};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose, warpgroup};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
-use crate::{Error, Result};
+use crate::{Error, Precision, Result};
 
 /// The kernel module for a device of compute capability `(major, minor)`: `(name, PTX)`. The
 /// sm_90a module runs on 9.0 only (H100, H200; its `wgmma` instructions are not
@@ -95,12 +93,20 @@ impl<'a> DeviceView<'a> {
     }
 }
 
-/// A device buffer twice the size of the L2 cache; writing it evicts every line a previous
-/// GEMM left in L2, so the next timed run starts cold, as a GEMM inside an application would.
-pub struct L2Flush(CudaSlice<u8>);
-
-/// A CUDA device ready to run GEMMs.
+/// A CUDA device ready to run GEMMs, with the options its calls use (the [`Precision`], or a
+/// kernel chosen by name). Cloning is cheap and shares the context, the stream and the loaded
+/// kernels; [`with_precision`](Self::with_precision) and [`with_kernel`](Self::with_kernel)
+/// set the options of one handle.
+#[derive(Clone)]
 pub struct Gpu {
+    loaded: Arc<Loaded>,
+    precision: Precision,
+    /// A kernel chosen by name: an index into `loaded.kernels`.
+    kernel: Option<usize>,
+}
+
+/// What [`Gpu::new`] sets up once per device.
+struct Loaded {
     stream: Arc<CudaStream>,
     kernels: Vec<GpuKernel>,
     scale_c: GpuKernel,
@@ -112,17 +118,21 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("info", &self.info).finish_non_exhaustive()
+        f.debug_struct("Gpu")
+            .field("info", &self.loaded.info)
+            .field("precision", &self.precision)
+            .field("kernel", &self.kernel.map(|i| self.loaded.kernels[i].spec.name))
+            .finish_non_exhaustive()
     }
 }
 
-/// The kernels [`Gpu::gemm`] picks from when none is named ([`Gpu::choose`]), in order of
-/// preference: `warpgroup` (3xTF32 on `wgmma`, `f32` accuracy; sm_90a devices only) for every
-/// shape, else `tensor_core` (3xTF32 on `mma.sync`) when its tiles fill a wave of the GPU, else
-/// `split_k` (FFMA, `K` split across more blocks), which measured faster than `tensor_core` on
-/// the H100 where its tiles would need splitting too (n = 1000 and 1024: 0.93x and 1.00x cuBLAS
-/// against 0.84x and 0.89x).
-pub const AUTO_KERNELS: [&str; 3] = [warpgroup::SPEC.name, tensor_core::SPEC.name, split_k::SPEC.name];
+/// The kernel of [`Precision::Accurate`] on devices that have it (sm_90a: H100, H200):
+/// 3xTF32 on `wgmma` with exact power-of-two scaling of each tile's rows and columns.
+pub const ACCURATE_KERNEL: &str = warpgroup::SPEC.name;
+/// The kernel of [`Precision::Strict`], and of [`Precision::Accurate`] on devices without
+/// [`ACCURATE_KERNEL`]: `f32` FMAs only, with `K` split across more blocks when the tiles
+/// alone do not fill the GPU.
+pub const STRICT_KERNEL: &str = split_k::SPEC.name;
 
 /// The least depth of a K slice worth its own block (split-K).
 const MIN_SLICE_K: usize = 128;
@@ -179,67 +189,81 @@ impl Gpu {
         let split_k_reduce = load(split_k::REDUCE)?;
         let stream = ctx.default_stream();
         let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        Ok(Self { stream, kernels, scale_c, transpose, pad, split_k_reduce, info })
+        let loaded = Loaded { stream, kernels, scale_c, transpose, pad, split_k_reduce, info };
+        Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None })
+    }
+
+    /// The same device with calls under `precision` (the default is [`Precision::Accurate`]);
+    /// a kernel chosen by [`with_kernel`](Self::with_kernel) takes precedence.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The same device with every call on the kernel called `name` (one of
+    /// [`kernel_names`](Self::kernel_names): the steps of the optimization ladder, for study and
+    /// comparison), instead of the automatic choice. [`Error::UnknownKernel`] if this device's
+    /// module has no such kernel.
+    pub fn with_kernel(mut self, name: &str) -> Result<Self> {
+        let index = self.loaded.kernels.iter().position(|k| k.spec.name == name);
+        self.kernel = Some(index.ok_or_else(|| self.unknown_kernel(name))?);
+        Ok(self)
+    }
+
+    /// The precision policy of this handle's calls.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The names of the GEMM kernels of this device's module, in ladder order.
+    pub fn kernel_names(&self) -> Vec<&'static str> {
+        self.loaded.kernels.iter().map(|k| k.spec.name).collect()
     }
 
     /// What this device is.
     pub fn info(&self) -> &DeviceInfo {
-        &self.info
+        &self.loaded.info
     }
 
-    /// The GEMM kernels of this device's module, in ladder order.
-    pub fn kernels(&self) -> &[GpuKernel] {
-        &self.kernels
-    }
-
-    /// The stream every call of this handle runs on.
+    /// The stream every call of this handle runs on (cudarc's): queue work of your own on it
+    /// to order it with the GEMMs.
     pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+        &self.loaded.stream
     }
 
     /// The kernel called `name`.
     pub fn kernel(&self, name: &str) -> Result<&GpuKernel> {
-        self.find(name).ok_or_else(|| Error::UnknownKernel {
-            name: name.into(),
-            backend: "gpu",
-            available: self.kernels.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
-        })
+        self.find(name).ok_or_else(|| self.unknown_kernel(name))
+    }
+
+    fn unknown_kernel(&self, name: &str) -> Error {
+        Error::UnknownKernel { name: name.into(), backend: "gpu", available: self.kernel_names().join(", ") }
     }
 
     /// The kernel called `name`, if this device's module has it.
     fn find(&self, name: &str) -> Option<&GpuKernel> {
-        self.kernels.iter().find(|k| k.spec.name == name)
+        self.loaded.kernels.iter().find(|k| k.spec.name == name)
     }
 
-    /// The kernel called `name`, or for `None` the automatic choice for a GEMM of `m x n` by
-    /// `k` ([`AUTO_KERNELS`]): `warpgroup` where the device has it, else `tensor_core` when
-    /// its tiles alone fill a wave of resident blocks (no K split), else `split_k`.
-    pub fn choose(&self, name: Option<&str>, (m, n, k): (usize, usize, usize)) -> Result<&GpuKernel> {
-        if let Some(name) = name {
-            return self.kernel(name);
+    /// The kernel this handle's calls run: the one chosen by name, else the precision
+    /// policy's ([`ACCURATE_KERNEL`] where the device has it, else [`STRICT_KERNEL`]).
+    pub fn chosen(&self) -> &GpuKernel {
+        if let Some(i) = self.kernel {
+            return &self.loaded.kernels[i];
         }
-        let [wgmma, large, small] = AUTO_KERNELS;
-        if let Some(warpgroup) = self.find(wgmma) {
-            return Ok(warpgroup);
-        }
-        let tensor_core = self.kernel(large)?;
-        if self.k_slices(&tensor_core.spec, m, n, k) == 1 { Ok(tensor_core) } else { self.kernel(small) }
+        let accurate = match self.precision {
+            Precision::Accurate => self.find(ACCURATE_KERNEL),
+            Precision::Strict => None,
+        };
+        // Every module has the strict kernel (`cargo xtask build-ptx` checks the registry).
+        accurate.or_else(|| self.find(STRICT_KERNEL)).expect("every module has the strict kernel")
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
-    /// `A^T`): copies the operands to the device, runs `kernel` (the automatic choice for
-    /// `None`), and copies the `m x n` block of `C` back (its padding is never written).
-    pub fn gemm(
-        &self,
-        kernel: Option<&str>,
-        alpha: f32,
-        a: &MatRef,
-        b: &MatRef,
-        beta: f32,
-        c: &mut MatMut,
-    ) -> Result<()> {
+    /// `A^T`): copies the operands to the device, runs [`chosen`](Self::chosen), and copies the `m x n` block of `C` back (its padding is never written).
+    pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
         check_gemm(a, b, &c.as_ref())?;
-        let kernel = self.choose(kernel, (c.rows, c.cols, a.cols))?;
+        let kernel = self.chosen();
         let scale_only = alpha == 0.0 || a.cols == 0;
         if c.rows == 0 || c.cols == 0 || (scale_only && beta == 1.0) {
             return Ok(());
@@ -265,15 +289,13 @@ impl Gpu {
     /// kernel is this call's error.
     pub fn gemm_device(
         &self,
-        kernel: Option<&str>,
         alpha: f32,
         a: &DeviceMatrix,
         b: &DeviceMatrix,
         beta: f32,
         c: &mut DeviceMatrix,
     ) -> Result<()> {
-        let kernel = self.choose(kernel, (c.rows(), c.cols(), a.cols()))?;
-        self.enqueue(kernel, alpha, a, b, beta, c)?;
+        self.enqueue(self.chosen(), alpha, a, b, beta, c)?;
         self.synchronize()
     }
 
@@ -340,7 +362,7 @@ impl Gpu {
         self.launch_rows(&kernel.spec, m32, |r0, rows| {
             let a_rows = a_buf.slice(r0 as usize * lda..);
             let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
-            let mut launch = self.stream.launch_builder(function);
+            let mut launch = self.loaded.stream.launch_builder(function);
             launch.arg(&rows).arg(&n32).arg(&k32).arg(&alpha);
             launch.arg(&a_rows).arg(&lda32).arg(b_buf).arg(&ldb32);
             launch.arg(&beta).arg(&mut c_rows).arg(&ldc32);
@@ -367,7 +389,7 @@ impl Gpu {
     /// 6 slices gave 0.74x, 0.72x and 0.73x and no split 0.65x.
     pub fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
         let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
-        let slots = self.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
+        let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
         if tiles >= slots {
             return 1;
         }
@@ -402,12 +424,12 @@ impl Gpu {
         // SAFETY: every partial element is written by the slices' launch before the reduction
         // reads it (each block writes its whole tile's in-range part; the reduction reads only
         // in-range elements).
-        let mut workspace = unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
+        let mut workspace = unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
         // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
         let function = kernel.function_for(lda, ldb, depth, n);
-        let mut launch = self.stream.launch_builder(function);
+        let mut launch = self.loaded.stream.launch_builder(function);
         launch.arg(&m32).arg(&n32).arg(&depth32).arg(&1.0f32);
         launch.arg(a).arg(&lda32).arg(b).arg(&ldb32);
         launch.arg(&0.0f32).arg(&mut workspace).arg(&n32);
@@ -418,13 +440,13 @@ impl Gpu {
             .map_err(Error::cuda("launching split_k"))?;
         let (a_tail, b_tail) =
             if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
-        let mut launch = self.stream.launch_builder(&self.split_k_reduce.function);
+        let mut launch = self.loaded.stream.launch_builder(&self.loaded.split_k_reduce.function);
         launch.arg(&m32).arg(&n32).arg(&slices32).arg(&workspace).arg(&tail32);
         launch.arg(&a_tail).arg(&lda32).arg(&b_tail).arg(&ldb32);
         launch.arg(&alpha).arg(&beta).arg(c).arg(&ldc32);
         // SAFETY: the parameter list of `sgemm_split_k_reduce`; the workspace holds the slices'
         // partials, A's and B's tails hold `m x tail` and `tail x n`, C `m x n` with ldc.
-        unsafe { launch.launch(launch_config(&self.split_k_reduce.spec, m32, n32, 1)) }
+        unsafe { launch.launch(launch_config(&self.loaded.split_k_reduce.spec, m32, n32, 1)) }
             .map(drop)
             .map_err(Error::cuda("launching split_k_reduce"))
         // The workspace is freed here, ordered on the stream after the reduction.
@@ -437,14 +459,14 @@ impl Gpu {
         let (n, m) = c.layout().extents(c.rows(), c.cols());
         let ldc = c.ld();
         let [m32, n32, ldc32] = to_u32([m, n, ldc], (m, n, 0), "scale_c")?;
-        self.launch_rows(&self.scale_c.spec, m32, |r0, rows| {
+        self.launch_rows(&self.loaded.scale_c.spec, m32, |r0, rows| {
             let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
-            let mut launch = self.stream.launch_builder(&self.scale_c.function);
+            let mut launch = self.loaded.stream.launch_builder(&self.loaded.scale_c.function);
             launch.arg(&rows).arg(&n32).arg(&beta).arg(&mut c_rows).arg(&ldc32);
             // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
             // `rows x n` with `ldc` (its span was checked when it was made), and the launch
             // uses the kernel's own geometry.
-            unsafe { launch.launch(launch_config(&self.scale_c.spec, rows, n32, 1)) }
+            unsafe { launch.launch(launch_config(&self.loaded.scale_c.spec, rows, n32, 1)) }
                 .map(drop)
                 .map_err(Error::cuda("launching scale_c"))
         })
@@ -471,20 +493,20 @@ impl Gpu {
         let len = shape.0 * shape.1;
         let mut dst = if x.layout == Layout::ColMajor && padded {
             // The transpose writes x's rows x cols; the rest stays zero.
-            self.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
+            self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
         } else {
             // SAFETY: the transpose or the padding below writes every element before
             // anything reads it.
-            unsafe { self.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
+            unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
         };
         if x.layout == Layout::RowMajor {
-            let spec = &self.pad.spec;
+            let spec = &self.loaded.pad.spec;
             self.launch_rows(spec, rows_pad, |r0, n_rows| {
                 // Rows r0.. of the copy, from rows r0.. of x (none past x's own rows).
                 let src = x.buf.slice((r0 as usize * x.ld).min(x.buf.len())..);
                 let mut dst_rows = dst.slice_mut(r0 as usize * shape.1..);
                 let src_rows = rows.saturating_sub(r0).min(n_rows);
-                let mut launch = self.stream.launch_builder(&self.pad.function);
+                let mut launch = self.loaded.stream.launch_builder(&self.loaded.pad.function);
                 launch.arg(&src_rows).arg(&cols).arg(&src).arg(&ld);
                 launch.arg(&n_rows).arg(&cols_pad).arg(&mut dst_rows);
                 // SAFETY: the argument list matches `sgemm_pad`; from row r0 on, src holds
@@ -496,12 +518,12 @@ impl Gpu {
             })?;
         } else {
             // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
-            let spec = &self.transpose.spec;
+            let spec = &self.loaded.transpose.spec;
             self.launch_rows(spec, cols, |r0, src_rows| {
                 let src = x.buf.slice(r0 as usize * x.ld..);
                 // Rows r0.. of src are columns r0.. of the copy.
                 let mut dst_cols = dst.slice_mut(r0 as usize..);
-                let mut launch = self.stream.launch_builder(&self.transpose.function);
+                let mut launch = self.loaded.stream.launch_builder(&self.loaded.transpose.function);
                 launch.arg(&src_rows).arg(&rows).arg(&src).arg(&ld).arg(&mut dst_cols).arg(&cols_pad);
                 // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src
                 // holds `src_rows x rows` with its ld, and dst from column r0 on holds the
@@ -534,29 +556,7 @@ impl Gpu {
 
     /// Waits for everything queued on this handle's stream.
     pub fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(Error::cuda("waiting for the GPU"))
-    }
-
-    /// Runs `work` (which queues GPU work on this handle's stream) between two CUDA events and
-    /// returns the GPU time between them, in milliseconds.
-    pub fn time_ms(&self, work: impl FnOnce() -> Result<()>) -> Result<f32> {
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self.stream.record_event(flags).map_err(Error::cuda("recording an event"))?;
-        work()?;
-        let end = self.stream.record_event(flags).map_err(Error::cuda("recording an event"))?;
-        end.synchronize().map_err(Error::cuda("waiting for an event"))?;
-        start.elapsed_ms(&end).map_err(Error::cuda("reading an event time"))
-    }
-
-    /// Allocates the buffer [`flush_l2`](Self::flush_l2) writes.
-    pub fn l2_flush_buffer(&self) -> Result<L2Flush> {
-        let bytes = 2 * self.info.l2_bytes.max(1 << 20);
-        self.stream.alloc_zeros::<u8>(bytes).map(L2Flush).map_err(alloc_error(bytes))
-    }
-
-    /// Queues a write of the whole flush buffer (`cuMemsetD8Async`) on the stream.
-    pub fn flush_l2(&self, buffer: &mut L2Flush) -> Result<()> {
-        self.stream.memset_zeros(&mut buffer.0).map_err(Error::cuda("flushing the L2 cache"))
+        self.loaded.stream.synchronize().map_err(Error::cuda("waiting for the GPU"))
     }
 }
 

@@ -10,9 +10,28 @@
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 
-use super::{DeviceMatrix, DeviceView, Gpu};
-use crate::matrix::{Layout, check_shapes};
-use crate::{Error, Result};
+use cudarc::driver::CudaSlice;
+use sgemm::{DeviceMatrix, Error, Gpu, Layout, Result};
+
+/// An operand as cuBLAS sees it.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    buf: &'a CudaSlice<f32>,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+impl<'a> View<'a> {
+    fn of(m: &'a DeviceMatrix) -> Self {
+        Self { buf: m.buffer(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
+    }
+
+    /// The transpose: the same memory read in the other layout.
+    fn t(self, rows: usize) -> Self {
+        Self { cols: rows, layout: self.layout.flip(), ..self }
+    }
+}
 
 /// A cuBLAS handle bound to a [`Gpu`]'s stream.
 pub struct Cublas {
@@ -41,16 +60,19 @@ impl Cublas {
         beta: f32,
         c: &mut DeviceMatrix,
     ) -> Result<()> {
-        check_shapes(a.dims(), b.dims(), c.dims())?;
-        let (a, b) = (DeviceView::of(a), DeviceView::of(b));
+        if a.rows() != c.rows() || b.cols() != c.cols() || a.cols() != b.rows() {
+            return Err(Error::DimensionMismatch("the operands of the cuBLAS call do not chain".into()));
+        }
+        let (a_rows, b_rows) = (a.rows(), b.rows());
+        let (a, b) = (View::of(a), View::of(b));
         let (a, b, m, n) = match c.layout() {
             Layout::ColMajor => (a, b, c.rows(), c.cols()),
-            Layout::RowMajor => (b.t(), a.t(), c.cols(), c.rows()),
+            Layout::RowMajor => (b.t(b_rows), a.t(a_rows), c.cols(), c.rows()),
         };
         let int = |x: usize| {
             i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
         };
-        let op = |x: &DeviceView| match x.layout {
+        let op = |x: &View| match x.layout {
             Layout::ColMajor => cublasOperation_t::CUBLAS_OP_N,
             Layout::RowMajor => cublasOperation_t::CUBLAS_OP_T,
         };
@@ -68,7 +90,7 @@ impl Cublas {
         };
         // SAFETY: the shapes chain (checked above), each buffer holds its matrix's span, and
         // the operations and leading dimensions describe each buffer's layout.
-        unsafe { self.blas.gemm(cfg, a.buf, b.buf, &mut c.buf) }
+        unsafe { self.blas.gemm(cfg, a.buf, b.buf, c.buffer_mut()) }
             .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! Operands are views ([`MatRef`]), so `op(A)` and `op(B)` are read through their layouts.
 
-use crate::matrix::MatRef;
+use sgemm::MatRef;
 
 /// The largest normalized error accepted: `sblat3`'s threshold, 16 units of `f32::EPSILON`.
 pub const TOLERANCE: f64 = 16.0 * f32::EPSILON as f64;
@@ -70,7 +70,7 @@ pub fn compare(
                 f64::INFINITY
             };
             found.max_error = found.max_error.max(err);
-            let within = approx::abs_diff_eq!(got as f64, want, epsilon = tol * scale);
+            let within = (got as f64 - want).abs() <= tol * scale;
             if !within && found.first_failure.is_none() {
                 found.first_failure = Some((i, j, got, want));
             }

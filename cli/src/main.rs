@@ -4,15 +4,20 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod accuracy;
 mod bench;
 mod cpu_peers;
+#[cfg(feature = "cublas")]
+mod cublas;
 mod fma_peak;
 mod plot;
+mod timing;
 
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, Layout, MatMut, MatRef, check, reference};
+use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, Layout, MatMut, MatRef, Precision};
+use sgemm_check::{reference, suite as check};
 
 #[derive(Parser)]
 #[command(name = "gemm", version, about = "Single-precision GEMM on the GPU (Rust kernels) or the CPU")]
@@ -30,6 +35,9 @@ enum Command {
     /// replays), on the CPU in turns with the peers (the median of each one's rounds); writes a
     /// table, and on request JSON, CSV and an SVG plot.
     Bench(bench::BenchArgs),
+    /// The magnitude suite: operands from subnormal to near f32::MAX, on each precision
+    /// policy (and cuBLAS with --peer), as a table of normalized errors per case.
+    Accuracy(accuracy::AccuracyArgs),
     /// Run the correctness suite on every kernel of the backend (odd shapes, alpha/beta,
     /// padded leading dimensions, beta = 0 with NaN in C).
     Selftest {
@@ -53,9 +61,14 @@ struct RunArgs {
     /// auto (the GPU if there is one, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     backend: Backend,
-    /// A kernel name (see --list-kernels), or `all` for every kernel of the backend.
+    /// A kernel name (see --list-kernels), or `all` for every kernel of the backend (default:
+    /// the automatic choice of --precision).
     #[arg(long)]
     kernel: Option<String>,
+    /// The precision policy of the automatic choice: accurate (f32 accuracy on every input,
+    /// tensor cores where they keep it) or strict (one f32 FMA per multiply-add).
+    #[arg(long, default_value = "accurate")]
+    precision: Precision,
     /// op(A) = A^T: A is stored k x m.
     #[arg(long)]
     transa: bool,
@@ -67,6 +80,12 @@ struct RunArgs {
     layout: Layout,
     #[arg(long, default_value_t = 1.0)]
     alpha: f32,
+    /// Multiplies A's entries (uniform in (-1, 1)): inputs anywhere in the f32 range.
+    #[arg(long, default_value_t = 1.0)]
+    scale_a: f32,
+    /// Multiplies B's entries.
+    #[arg(long, default_value_t = 1.0)]
+    scale_b: f32,
     #[arg(long, default_value_t = 0.0)]
     beta: f32,
     /// Timed repetitions (after one warm-up run).
@@ -93,6 +112,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Some(Command::Selftest { backend }) => selftest(backend).map_err(Into::into),
+        Some(Command::Accuracy(args)) => accuracy::accuracy(&args).map_err(Into::into),
         Some(Command::Bench(args)) => {
             let command = std::env::args().collect::<Vec<_>>().join(" ");
             bench::bench(&args, command)
@@ -133,8 +153,9 @@ fn selftest(backend: Backend) -> Result<bool, Error> {
     let mut all_passed = true;
     for name in engine.kernel_names() {
         let started = Instant::now();
+        let engine = engine.clone().with_kernel(name)?;
         let (failures, worst) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-            engine.gemm(Some(name), alpha, a, b, beta, c)
+            engine.gemm(alpha, a, b, beta, c)
         });
         let secs = started.elapsed().as_secs_f64();
         for f in &failures {
@@ -158,7 +179,7 @@ struct Row {
 }
 
 fn run(args: &RunArgs) -> Result<bool, Error> {
-    let engine = open(args.backend)?;
+    let engine = open(args.backend)?.with_precision(args.precision);
     if args.list_kernels {
         for name in engine.kernel_names() {
             println!("{name}");
@@ -172,7 +193,9 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
     };
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>();
-    let (a, b, c0) = (random(m * k), random(k * n), random(m * n));
+    let scaled = |v: Vec<f32>, s: f32| v.into_iter().map(|x| x * s).collect::<Vec<_>>();
+    let (a, b, c0) =
+        (scaled(random(m * k), args.scale_a), scaled(random(k * n), args.scale_b), random(m * n));
     // op(X) as a view of X stored in the chosen layout (transposed when asked).
     let a = MatRef::op_contiguous(a.leak(), args.layout, args.transa, m, k);
     let b = MatRef::op_contiguous(b.leak(), args.layout, args.transb, k, n);
@@ -269,7 +292,10 @@ fn time_gpu(
     c0: &MatRef,
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
-    let kernel = gpu.choose(kernel, (c0.rows, c0.cols, a.cols))?;
+    let kernel = match kernel {
+        Some(name) => gpu.kernel(name)?,
+        None => gpu.chosen(),
+    };
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
     time_device(gpu, kernel.spec.name, args, c0, check, &|c| {
         gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, c)
@@ -296,7 +322,7 @@ fn time_device(
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {
-        times.push(gpu.time_ms(|| launch(&mut c_dev))? as f64);
+        times.push(timing::time_ms(gpu, || launch(&mut c_dev))? as f64);
     }
     Ok(Row { kernel: name.into(), median_ms: median(times), max_error })
 }
@@ -311,7 +337,7 @@ fn time_peer(
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
     let gpu = engine.gpu().ok_or_else(|| Error::NoGpu("--peer times cuBLAS, which needs the GPU".into()))?;
-    let blas = sgemm::gpu::cublas::Cublas::new(gpu)?;
+    let blas = cublas::Cublas::new(gpu)?;
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
     time_device(gpu, "cublas", args, c0, check, &|c| blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, c))
 }

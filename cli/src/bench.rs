@@ -22,9 +22,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use sgemm::{Backend, Error, Gpu, MatMut, MatRef, reference};
+use sgemm::{Backend, Error, Gpu, MatMut, MatRef};
+use sgemm_check::reference;
 
 use crate::plot;
+use crate::timing::{L2Flush, time_ms};
 
 /// The default sweep: powers of two and their neighbours, the odd sizes the seeds trip on.
 const GPU_SIZES: &str = "1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192";
@@ -35,8 +37,9 @@ pub struct BenchArgs {
     /// auto (the GPU if there is one, else the CPU), cpu or gpu.
     #[arg(long, default_value = "auto")]
     backend: Backend,
-    /// `auto` (the automatic choice, its own row), `all` (every kernel, and auto), or a
-    /// comma-separated list of kernel names.
+    /// `auto` (the automatic choice of the accurate policy, its own row), `strict` (the
+    /// automatic choice of the strict policy), `all` (every kernel, and auto), or a
+    /// comma-separated list of these and kernel names.
     #[arg(long, default_value = "auto")]
     kernels: String,
     /// Square sizes: a comma-separated list of `N` or `FIRST:LAST:STEP` ranges
@@ -257,14 +260,14 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         list => list.split(',').map(|s| s.trim().to_string()).collect(),
     };
     // Unknown names fail before the sweep starts.
-    for kernel in kernels.iter().filter(|k| *k != "auto") {
+    for kernel in kernels.iter().filter(|k| *k != "auto" && *k != "strict") {
         match engine.gpu() {
             Some(gpu) => _ = gpu.kernel(kernel)?,
             None => _ = sgemm::cpu::kernel(Some(kernel))?,
         }
     }
     // The L2 flush buffer is allocated once for the sweep.
-    let mut flush = engine.gpu().map(Gpu::l2_flush_buffer).transpose()?;
+    let mut flush = engine.gpu().map(L2Flush::new).transpose()?;
     let (driver, clock_before) = nvidia_smi();
     let device = match engine.gpu() {
         Some(gpu) => gpu.info().name.clone(),
@@ -398,7 +401,7 @@ struct Timings {
 
 fn time_gpu(
     gpu: &Gpu,
-    flush: &mut sgemm::gpu::L2Flush,
+    flush: &mut L2Flush,
     problem: &Problem,
     kernels: &[String],
     with_peers: bool,
@@ -419,15 +422,19 @@ fn time_gpu(
         let error = problem.error(&c);
         let mut samples = Vec::with_capacity(replays);
         for _ in 0..replays {
-            gpu.flush_l2(flush)?;
-            samples.push(gpu.time_ms(|| launch(&mut c_dev))? as f64 * 1e-3);
+            flush.flush(gpu)?;
+            samples.push(time_ms(gpu, || launch(&mut c_dev))? as f64 * 1e-3);
         }
         Ok::<_, Error>(summarize(name, &samples, flops, error, Estimator::SecondHalfMean))
     };
     let mut ours = Vec::new();
+    let strict = gpu.clone().with_precision(sgemm::Precision::Strict);
     for kernel in kernels {
-        let n = problem.n;
-        let resolved = gpu.choose((kernel != "auto").then_some(kernel.as_str()), (n, n, n))?;
+        let resolved = match kernel.as_str() {
+            "auto" => gpu.chosen(),
+            "strict" => strict.chosen(),
+            name => gpu.kernel(name)?,
+        };
         let timing = measure(kernel, &|c| gpu.enqueue(resolved, 1.0, &a_dev, &b_dev, 0.0, c))?;
         ours.push((kernel.clone(), resolved.spec.name.to_string(), timing));
         progress.inc(1);
@@ -449,7 +456,7 @@ fn cublas_peer(
     a: &sgemm::DeviceMatrix,
     b: &sgemm::DeviceMatrix,
 ) -> Result<Timing, Error> {
-    let blas = sgemm::gpu::cublas::Cublas::new(gpu)?;
+    let blas = crate::cublas::Cublas::new(gpu)?;
     measure("cublas", &|c| blas.enqueue(1.0, a, b, 0.0, c))
 }
 
@@ -518,7 +525,9 @@ fn time_cpu(
     let n = problem.n;
     let mut contenders: Vec<Contender> = Vec::new();
     for kernel in kernels {
-        let resolved = sgemm::cpu::kernel((kernel != "auto").then_some(kernel.as_str()))?.name;
+        // Every CPU kernel is strict: `auto` and `strict` are the same automatic choice.
+        let automatic = kernel == "auto" || kernel == "strict";
+        let resolved = sgemm::cpu::kernel((!automatic).then_some(kernel.as_str()))?.name;
         let run: CpuRun = Box::new(move |c| {
             sgemm::cpu::gemm(
                 Some(resolved),

@@ -19,7 +19,9 @@ use std::fmt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::matrix::{Layout, MatMut, MatRef, span, stored_shape};
+use sgemm::matrix::{span, stored_shape};
+use sgemm::{Layout, MatMut, MatRef};
+
 use crate::reference;
 
 /// What the padding around every operand holds, alternating with NaN: large enough to wreck
@@ -175,8 +177,8 @@ pub fn blas_sweep() -> Vec<Case> {
 }
 
 /// A GEMM under test, called as `gemm(alpha, op(A), op(B), beta, C)` with views.
-pub trait GemmUnderTest: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> crate::Result<()> {}
-impl<F: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> crate::Result<()>> GemmUnderTest for F {}
+pub trait GemmUnderTest: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> sgemm::Result<()> {}
+impl<F: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> sgemm::Result<()>> GemmUnderTest for F {}
 
 /// Whether element `idx` of a buffer belongs to the matrix (not to its padding or tail).
 fn in_matrix(layout: Layout, rows: usize, cols: usize, ld: usize, idx: usize) -> bool {

@@ -1,0 +1,77 @@
+//! The magnitude suite (`sgemm_check::magnitudes`) on every precision policy of every backend:
+//! operands from subnormal to near `f32::MAX`, alone and on unrelated scales, rows and columns
+//! on scales of their own. Each result must stay within the reference BLAS bound, or within
+//! twice the error of plain `f32` arithmetic where that loses accuracy too. On the GPU the
+//! results must also be bitwise reproducible run to run.
+
+use std::io::Write;
+
+use sgemm::{Backend, Engine, MatMut, MatRef, Precision};
+use sgemm_check::magnitudes;
+
+/// Odd sizes: edges in every tile, `K` not a multiple of 4 (the tensor-core kernels pad it).
+const SHAPE: (usize, usize, usize) = (131, 97, 203);
+/// A small grid with a deep `K`: the GPU splits `K` across blocks.
+const DEEP: (usize, usize, usize) = (67, 129, 1001);
+
+fn check(engine: &Engine, shape: (usize, usize, usize), what: &str) {
+    let (failures, outcomes) =
+        magnitudes::run(shape, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            engine.gemm(alpha, a, b, beta, c)
+        });
+    let worst = outcomes.iter().map(|(_, o)| o.error).fold(0.0, f64::max);
+    println!(
+        "{what} {shape:?}: {} cases, {} failed, largest error {worst:.2e}",
+        outcomes.len(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{what}: {} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn the_cpu_keeps_f32_accuracy_at_every_magnitude() {
+    check(&Engine::new(Backend::Cpu).unwrap(), SHAPE, "cpu");
+}
+
+fn gpu_or_skip(test: &str) -> Option<Engine> {
+    match Engine::new(Backend::Gpu) {
+        Ok(engine) => Some(engine),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn every_gpu_precision_keeps_f32_accuracy_at_every_magnitude() {
+    let Some(engine) = gpu_or_skip("every_gpu_precision_keeps_f32_accuracy_at_every_magnitude") else {
+        return;
+    };
+    for precision in [Precision::Accurate, Precision::Strict] {
+        let engine = engine.clone().with_precision(precision);
+        for shape in [SHAPE, DEEP] {
+            check(&engine, shape, &format!("gpu {precision:?}"));
+        }
+    }
+}
+
+#[test]
+fn gpu_results_are_bitwise_reproducible() {
+    let Some(engine) = gpu_or_skip("gpu_results_are_bitwise_reproducible") else { return };
+    for precision in [Precision::Accurate, Precision::Strict] {
+        let engine = engine.clone().with_precision(precision);
+        for case in magnitudes::cases(DEEP, 9).iter().chain(&magnitudes::cases((1000, 1000, 1000), 40)) {
+            let run = || {
+                let (a, b) = (
+                    MatRef::contiguous(&case.a, case.m, case.k),
+                    MatRef::contiguous(&case.b, case.k, case.n),
+                );
+                let mut c = vec![0.0f32; case.m * case.n];
+                engine.gemm(1.0, &a, &b, 0.0, &mut MatMut::contiguous(&mut c, case.m, case.n)).unwrap();
+                c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            assert!(run() == run(), "{precision:?} {}: two runs differ", case.name);
+        }
+    }
+}
