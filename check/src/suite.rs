@@ -295,8 +295,8 @@ pub fn integers(len: usize, salt: usize) -> Vec<f32> {
     (0..len).map(|i| ((i * 7 + salt * 13 + i / 5) % 9) as f32 - 4.0).collect()
 }
 
-/// Inputs that no TF32 split can carry, against `f32` arithmetic: an infinity and a NaN in `A`,
-/// an infinity in `B`, and `f32::MAX` in `A` (finite in `f32`, infinite once rounded to TF32)
+/// Inputs that no TF32 split can carry, against `f32` arithmetic: an infinity and NaNs of
+/// several payloads in `A`, an infinity and a negative NaN in `B`, and `f32::MAX` in `A` (finite in `f32`, infinite once rounded to TF32)
 /// whose products stay finite; `m x n x k = 129 x 67 x 1001`, so that the GPU's tensor-core
 /// kernels split `K` and an output recomputed exactly in one slice meets the other slices'
 /// sums. Every output must be NaN where `f32` gives NaN and equal to it otherwise: the other
@@ -307,6 +307,10 @@ pub fn run_non_finite_case(mut gemm: impl GemmUnderTest) -> Result<(), String> {
     let (mut a, mut b, c0) = (integers(m * k, 1), integers(k * n, 2), integers(m * n, 3));
     a[3 * k + 10] = f32::INFINITY; // row 3: +-inf, or NaN where B[10][j] is 0
     a[50 * k + 600] = f32::NAN; // row 50: NaN
+    // NaNs with other payloads: the one GPU arithmetic makes, its negative, a signaling one.
+    a[70 * k + 300] = f32::from_bits(0x7fff_ffff); // row 70
+    b[400 * n + 30] = f32::from_bits(0xffff_ffff); // column 30
+    a[90 * k + 900] = f32::from_bits(0x7f80_0001); // row 90
     b[20 * n + 5] = f32::NEG_INFINITY; // column 5: +-inf or NaN
     a[100 * k + 7] = f32::MAX; // row 100: MAX / 2 plus integers, which MAX / 2 absorbs
     b[7 * n..8 * n].fill(0.5);

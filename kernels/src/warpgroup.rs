@@ -135,16 +135,18 @@ mod device_code {
     /// mantissa bits are zero: adding half a TF32 unit to the bits carries into the kept ones
     /// exactly when the dropped ones are at least half a unit (into the exponent too, which
     /// is how a value rounds up to the next binade or to infinity). Two integer instructions,
-    /// where `cvt.rna.tf32.f32` is four on sm_90. A NaN may come out infinite; the split
-    /// below still makes such a product non-finite.
+    /// where `cvt.rna.tf32.f32` is four on sm_90. A NaN must be `f32::NAN` (payload `0x40_0000`):
+    /// one with the top payload bits set (`0x7fff_ffff`, the NaN that GPU arithmetic makes)
+    /// would carry into the sign and come out zero.
     #[inline(always)]
     fn round_tf32(x: f32) -> f32 {
         f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
     }
 
     /// Four values split into `(hi, lo)`: `hi = tf32(x)`, `lo = tf32(x - hi)` (`x - hi` is exact).
-    /// An infinite or NaN `x` gives a NaN `lo`, so every product it enters is NaN and the
-    /// epilogue recomputes the output exactly.
+    /// An infinite `x` gives an infinite `hi` and a NaN `f32::NAN` (not another NaN, see
+    /// [`round_tf32`]) a NaN `hi`, so every product it enters is not finite and the epilogue
+    /// recomputes the output exactly.
     #[inline(always)]
     fn split4(x: F32x4) -> (F32x4, F32x4) {
         let hi = x.0.map(round_tf32);
@@ -229,12 +231,20 @@ mod device_code {
                     F32x4(core::array::from_fn(|i| ld_shared_f32(at(i as u32))))
                 }
             });
-            let max = x.iter().flat_map(|v| v.0).fold(0.0f32, |m, v| m.max(v.abs()));
-            let shift = scaling::shift(max.to_bits());
-            let factor = scaling::exp2(shift);
+            // The largest magnitude's bits; above 0x7f80_0000 only for a NaN.
+            let max = x.iter().flat_map(|v| v.0).fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+            let shift = scaling::shift(max);
+            let x = if shift != 0 {
+                let factor = scaling::exp2(shift);
+                x.map(|v| F32x4(v.0.map(|v| v * factor)))
+            } else if max > 0x7f80_0000 {
+                x.map(|v| F32x4(v.0.map(|v| if v.is_nan() { f32::NAN } else { v })))
+            } else {
+                x
+            };
             let to = base.offset_bytes(set);
             for (c, v) in x.iter().enumerate() {
-                let (hi, lo) = split4(F32x4(v.0.map(|v| v * factor)));
+                let (hi, lo) = split4(*v);
                 let at = core_offset(r, c as u32);
                 // SAFETY: the split set is not read by a pending wgmma, and its shifts by no
                 // thread (the loop's protocol).
