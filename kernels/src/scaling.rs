@@ -119,7 +119,10 @@ mod tests {
             assert!((-126..=126).contains(&s));
             let scaled = x * exp2(s);
             let e = (scaled.to_bits() >> 23) as i32 - 127;
-            assert!((SAFE_EXPONENTS.0..=SAFE_EXPONENTS.1).contains(&e), "{x:e} scaled by 2^{s} is {scaled:e}");
+            assert!(
+                (SAFE_EXPONENTS.0..=SAFE_EXPONENTS.1).contains(&e),
+                "{x:e} scaled by 2^{s} is {scaled:e}"
+            );
             // Exact: scaling back returns the value.
             assert_eq!(scaled * exp2(-s), x, "{x:e} with 2^{s}");
         }
