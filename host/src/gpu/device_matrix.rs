@@ -7,8 +7,8 @@ use crate::matrix::{self, Layout, MatMut, MatRef, check_ld, check_len, span};
 use crate::{Error, Result};
 
 /// A `rows x cols` matrix in device memory, row- or column-major with leading dimension `ld`
-/// (see [`MatRef`] for the layouts). Its buffer always holds the matrix's whole span (at least
-/// one element), so a `DeviceMatrix` is valid by construction.
+/// (see [`MatRef`] for the layouts). Its buffer always holds at least the matrix's whole span,
+/// so a `DeviceMatrix` is valid by construction.
 #[derive(Debug)]
 pub struct DeviceMatrix {
     pub(super) buf: CudaSlice<f32>,

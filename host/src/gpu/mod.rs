@@ -109,6 +109,9 @@ pub struct Gpu {
 struct Loaded {
     stream: Arc<CudaStream>,
     kernels: Vec<GpuKernel>,
+    /// Indices into `kernels` of each precision policy's kernel on this device.
+    accurate: usize,
+    strict: usize,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -189,7 +192,16 @@ impl Gpu {
         let split_k_reduce = load(split_k::REDUCE)?;
         let stream = ctx.default_stream();
         let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        let loaded = Loaded { stream, kernels, scale_c, transpose, pad, split_k_reduce, info };
+        let position = |name| kernels.iter().position(|k| k.spec.name == name);
+        // `split_k` names no architecture, so every module has it and it was loaded above.
+        let strict = position(STRICT_KERNEL).ok_or_else(|| Error::UnknownKernel {
+            name: STRICT_KERNEL.into(),
+            backend: "gpu",
+            available: kernels.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
+        })?;
+        let accurate = position(ACCURATE_KERNEL).unwrap_or(strict);
+        let loaded =
+            Loaded { stream, kernels, accurate, strict, scale_c, transpose, pad, split_k_reduce, info };
         Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None })
     }
 
@@ -205,8 +217,7 @@ impl Gpu {
     /// comparison), instead of the automatic choice. [`Error::UnknownKernel`] if this device's
     /// module has no such kernel.
     pub fn with_kernel(mut self, name: &str) -> Result<Self> {
-        let index = self.loaded.kernels.iter().position(|k| k.spec.name == name);
-        self.kernel = Some(index.ok_or_else(|| self.unknown_kernel(name))?);
+        self.kernel = Some(self.position(name).ok_or_else(|| self.unknown_kernel(name))?);
         Ok(self)
     }
 
@@ -242,25 +253,27 @@ impl Gpu {
 
     /// The kernel called `name`, if this device's module has it.
     fn find(&self, name: &str) -> Option<&GpuKernel> {
-        self.loaded.kernels.iter().find(|k| k.spec.name == name)
+        self.position(name).map(|i| &self.loaded.kernels[i])
+    }
+
+    /// The index of the kernel called `name` in this device's module.
+    fn position(&self, name: &str) -> Option<usize> {
+        self.loaded.kernels.iter().position(|k| k.spec.name == name)
     }
 
     /// The kernel this handle's calls run: the one chosen by name, else the precision
     /// policy's ([`ACCURATE_KERNEL`] where the device has it, else [`STRICT_KERNEL`]).
     pub fn chosen(&self) -> &GpuKernel {
-        if let Some(i) = self.kernel {
-            return &self.loaded.kernels[i];
-        }
-        let accurate = match self.precision {
-            Precision::Accurate => self.find(ACCURATE_KERNEL),
-            Precision::Strict => None,
+        let policy = match self.precision {
+            Precision::Accurate => self.loaded.accurate,
+            Precision::Strict => self.loaded.strict,
         };
-        // Every module has the strict kernel (`cargo xtask build-ptx` checks the registry).
-        accurate.or_else(|| self.find(STRICT_KERNEL)).expect("every module has the strict kernel")
+        &self.loaded.kernels[self.kernel.unwrap_or(policy)]
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
-    /// `A^T`): copies the operands to the device, runs [`chosen`](Self::chosen), and copies the `m x n` block of `C` back (its padding is never written).
+    /// `A^T`): copies the operands to the device, runs [`chosen`](Self::chosen), and copies
+    /// the `m x n` block of `C` back (its padding is never written).
     pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
         check_gemm(a, b, &c.as_ref())?;
         let kernel = self.chosen();
