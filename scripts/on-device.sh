@@ -9,19 +9,32 @@ mkdir -p "$out"
 status=0
 step() { echo; echo "== $*"; }
 # STEPS picks a subset (default: all of them, in this order).
-STEPS=${STEPS:-"sass selftest tests accuracy sanitizer transposes bench"}
+STEPS=${STEPS:-"sass coldstart selftest tests accuracy sanitizer transposes bench"}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
 if want sass; then
-step "SASS of the sm_90a module: 16-byte loads, FFMA, HMMA (mma.sync) and HGMMA (wgmma) per kernel"
-ptxas -arch=sm_90a -o "$out/sm_90a.cubin" host/ptx/sm_90a.ptx && cuobjdump --dump-sass "$out/sm_90a.cubin" >"$out/sm_90a.sass" &&
+step "SASS of the sm_90a modules: 16-byte loads, FFMA, HMMA (mma.sync) and HGMMA (wgmma) per kernel"
+ptxas -arch=sm_90a -o "$out/ladder-sm_90a.cubin" host/ptx/ladder-sm_90a.ptx &&
+  cuobjdump --dump-sass host/ptx/production-sm_90a.cubin "$out/ladder-sm_90a.cubin" >"$out/sm_90a.sass" &&
   awk '/Function :/ {f=$3; seen[f]=1} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /HMMA/ {hmma[f]++} /HGMMA/ {hgmma[f]++} /STL|LDL/ {loc[f]++}
        END {printf "%-28s %8s %8s %8s %7s %6s %6s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "HMMA", "HGMMA", "local";
             for (f in seen) printf "%-28s %8d %8d %8d %7d %6d %6d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], hmma[f], hgmma[f], loc[f]}' "$out/sm_90a.sass"
-rm -f "$out/sm_90a.cubin"
+rm -f "$out/ladder-sm_90a.cubin"
+fi
+
+if want coldstart; then
+step "cold start: the first result of a fresh process with the driver's JIT cache off (CUDA_CACHE_DISABLE=1)"
+for g in $b/gemm-before $b/gemm; do
+  [ -x "$g" ] || continue
+  for kernel in "" "--kernel naive"; do
+    s=$(date +%s.%N)
+    CUDA_CACHE_DISABLE=1 $g --backend gpu --m 64 --iters 1 --no-check $kernel >/dev/null 2>&1 || status=1
+    echo "$(basename $g) ${kernel:-auto}: $(echo "$(date +%s.%N) - $s" | bc) s"
+  done
+done | tee "$out/coldstart.txt"
 fi
 
 if want selftest; then

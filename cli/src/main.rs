@@ -136,9 +136,10 @@ fn open(backend: Backend) -> Result<Engine, Error> {
         (Some(gpu), _) => {
             let info = gpu.info();
             let (major, minor) = info.compute_capability;
+            let code = if info.sass { "SASS" } else { "PTX compiled by the driver" };
             println!(
-                "backend: gpu: {} (compute {major}.{minor}, {} SMs, {} PTX)",
-                info.name, info.sm_count, info.ptx_arch
+                "backend: gpu: {} (compute {major}.{minor}, {} SMs, {} kernels as {code})",
+                info.name, info.sm_count, info.module_arch
             );
         }
         (None, Some(reason)) => println!("backend: cpu ({reason}; running on the CPU)"),

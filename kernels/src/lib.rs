@@ -1,16 +1,18 @@
 //! SGEMM kernels for NVIDIA GPUs, written in Rust and compiled to PTX.
 //!
-//! One module per step of the optimization ladder, each opening with what it adds over the
-//! step before. Every kernel computes `C = alpha * A * B + beta * C` on row-major matrices
-//! with leading dimensions, for any `M`, `N`, `K` (edges are guarded, never assumed away), and
-//! reads `C` only when `beta != 0`.
+//! Four groups of modules: [`infra`] (launch geometry, PTX wrappers, device helpers),
+//! [`production`] (the kernels the host chooses), [`helpers`] (scale, transpose, pad) and the
+//! [`ladder`] of optimization steps, one module per step. Every GEMM kernel computes
+//! `C = alpha * A * B + beta * C` on row-major matrices with leading dimensions, for any `M`,
+//! `N`, `K` (edges are guarded, never assumed away), and reads `C` only when `beta != 0`.
 //!
 //! The crate compiles for two kinds of targets:
-//! - for `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`, once per shipped module: sm_80 and
-//!   sm_90a), where it is `#![no_std]` and the `extern "ptx-kernel"` functions and the [`ptx`]
-//!   instruction wrappers exist; a kernel that needs one architecture's instructions is
-//!   compiled into that module only ([`KernelSpec::arch`]: `warpgroup`'s `wgmma` is sm_90a's);
-//! - for the host, where only the launch geometry ([`launch`]) and the kernel registry
+//! - for `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`, once per module and architecture:
+//!   production and ladder, sm_80 and sm_90a), where it is `#![no_std]` and the
+//!   `extern "ptx-kernel"` functions and the `ptx` instruction wrappers exist; a kernel that
+//!   needs one architecture's instructions is compiled into that architecture's modules only
+//!   ([`KernelSpec::arch`]: `warpgroup`'s `wgmma` is sm_90a's);
+//! - for the host, where only the launch geometry ([`infra::launch`]) and the kernel registry
 //!   ([`GEMM_KERNELS`]) exist, so the host launches each kernel with the very constants the
 //!   device code was compiled with.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
@@ -27,49 +29,70 @@
     )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+#![cfg_attr(target_arch = "nvptx64", allow(dead_code, unused_imports))]
+// (Each PTX module holds one group's entry points: the device code only the other group
+// calls is compiled, found unused and dropped.)
 
-pub mod launch;
+/// What every kernel builds on: the launch geometry shared with the host, the PTX instruction
+/// wrappers and the device-side helpers.
+pub mod infra {
+    #[cfg(target_arch = "nvptx64")]
+    pub(crate) mod device;
+    pub mod launch;
+    #[cfg(target_arch = "nvptx64")]
+    pub mod ptx;
+}
 
-#[cfg(target_arch = "nvptx64")]
-mod device;
-#[cfg(target_arch = "nvptx64")]
-pub mod ptx;
+/// The kernels the precision policies choose: `split_k` (f32 FMAs) and `warpgroup` (3xTF32 on
+/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range).
+pub mod production {
+    pub mod scaling;
+    pub mod split_k;
+    pub mod warpgroup;
+}
 
-pub mod async_copy;
-pub mod blocktiling_1d;
-pub mod blocktiling_2d;
-pub mod coalesced;
-pub mod double_buffering;
-pub mod naive;
-pub mod pad;
-pub mod pipelined;
-pub mod scale;
-pub mod scaling;
-pub mod smem_tiled;
-pub mod split_k;
-pub mod tensor_core;
-pub mod transpose;
-pub mod vectorized;
-pub mod warp_tile;
-pub mod warpgroup;
-pub mod wide_tile;
+/// The non-GEMM kernels the host runs around a GEMM: `C = beta C` (`scale`), copies of
+/// transposed operands (`transpose`) and of operands padded to 16-byte rows (`pad`).
+pub mod helpers {
+    pub mod pad;
+    pub mod scale;
+    pub mod transpose;
+}
 
-pub use launch::KernelSpec;
+/// The optimization ladder, one module per step from the naive kernel up, each opening with
+/// what it adds over the step before; the production kernels are its last steps. Loaded by
+/// the host only when one of them is named.
+pub mod ladder {
+    pub mod async_copy;
+    pub mod blocktiling_1d;
+    pub mod blocktiling_2d;
+    pub mod coalesced;
+    pub mod double_buffering;
+    pub mod naive;
+    pub mod pipelined;
+    pub mod smem_tiled;
+    pub mod tensor_core;
+    pub mod vectorized;
+    pub mod warp_tile;
+    pub mod wide_tile;
+}
+
+pub use infra::launch::{KernelSpec, Module};
 
 /// Every GEMM kernel, in ladder order. The host's registry, the CLI, the tests and the
 /// benchmarks iterate this list: a new kernel is one module plus one row here.
 pub const GEMM_KERNELS: &[KernelSpec] = &[
-    naive::SPEC,
-    coalesced::SPEC,
-    smem_tiled::SPEC,
-    blocktiling_1d::SPEC,
-    blocktiling_2d::SPEC,
-    vectorized::SPEC,
-    double_buffering::SPEC,
-    async_copy::SPEC,
-    split_k::SPEC,
-    wide_tile::SPEC,
-    pipelined::SPEC,
-    tensor_core::SPEC,
-    warpgroup::SPEC,
+    ladder::naive::SPEC,
+    ladder::coalesced::SPEC,
+    ladder::smem_tiled::SPEC,
+    ladder::blocktiling_1d::SPEC,
+    ladder::blocktiling_2d::SPEC,
+    ladder::vectorized::SPEC,
+    ladder::double_buffering::SPEC,
+    ladder::async_copy::SPEC,
+    production::split_k::SPEC,
+    ladder::wide_tile::SPEC,
+    ladder::pipelined::SPEC,
+    ladder::tensor_core::SPEC,
+    production::warpgroup::SPEC,
 ];

@@ -1,14 +1,19 @@
-//! `cargo xtask build-ptx`: compiles the `kernels` crate to one PTX module per shipped GPU
-//! architecture, writes them where the host library embeds them (`host/ptx/<arch>.ptx`),
-//! checks that every registered kernel is in each module, and, when `ptxas` can be found
-//! (`$PTXAS`, then `PATH`), prints each kernel's registers, local memory and shared memory and
-//! fails if any kernel uses local memory (a stack frame, such as a dynamically indexed array, or
-//! register spills): in a GEMM kernel either means the register tile was not kept in registers.
+//! `cargo xtask build-ptx`: compiles the `kernels` crate to its PTX modules (production and
+//! ladder, `KernelSpec::module`) for each shipped GPU architecture, writes them where the host
+//! library embeds them (`host/ptx/<module>-<arch>.ptx`), checks that every registered kernel is
+//! in its module, and assembles the production modules to SASS with `ptxas` (`$PTXAS`, then
+//! `PATH`; `pip install nvidia-cuda-nvcc` provides it) as `host/ptx/production-<arch>.cubin`,
+//! which the driver loads without compiling. It prints each kernel's registers, local memory
+//! and shared memory and fails if any kernel uses local memory (a stack frame, such as a
+//! dynamically indexed array, or register spills): in a GEMM kernel either means the register
+//! tile was not kept in registers.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose};
+use sgemm_kernels::helpers::{pad, scale, transpose};
+use sgemm_kernels::production::split_k;
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 /// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
 /// `-Zbuild-std=core` need one), with the components that build needs. Only this command uses
@@ -85,39 +90,23 @@ fn ensure_nightly() -> Result<(), String> {
 fn build_ptx() -> Result<(), String> {
     let root = workspace_root();
     ensure_nightly()?;
-    let ptxas = find_ptxas();
-    if ptxas.is_none() {
-        println!("ptxas not found ($PTXAS or PATH): skipping the register and local-memory report");
-    }
+    let ptxas = find_ptxas().ok_or(
+        "ptxas not found ($PTXAS or PATH): `pip install nvidia-cuda-nvcc` provides it (nvidia/cu13/bin/ptxas)",
+    )?;
     let mut failures = Vec::new();
-    for &Arch { name: arch, flags, tuned } in ARCHES {
-        let target_dir = root.join("target").join(format!("ptx-{arch}"));
-        // Through the rustup proxy with the toolchain named, not `$CARGO` (the stable cargo
-        // running this command).
-        let status = Command::new("cargo")
-            .current_dir(&root)
-            .env("RUSTUP_TOOLCHAIN", NIGHTLY)
-            .env("RUSTFLAGS", flags)
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .args(["rustc", "--package", "sgemm-kernels", "--profile", "ptx"])
-            .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
-            .args(["--crate-type", "cdylib", "--target-dir"])
-            .arg(&target_dir)
-            .status()
-            .map_err(|e| format!("running cargo: {e}"))?;
-        if !status.success() {
-            return Err(format!("building the kernels for {arch} failed"));
-        }
-        let built = target_dir.join("nvptx64-nvidia-cuda/ptx/sgemm_kernels.ptx");
-        let ptx = std::fs::read_to_string(&built).map_err(|e| format!("reading {}: {e}", built.display()))?;
-        check_entries(arch, &ptx)?;
-        let ptx = if tuned { add_launch_bounds(&ptx) } else { ptx };
-        let dest = root.join("host/ptx").join(format!("{arch}.ptx"));
-        std::fs::write(&dest, &ptx).map_err(|e| format!("writing {}: {e}", dest.display()))?;
-        println!("wrote {}", dest.strip_prefix(&root).unwrap_or(&dest).display());
-        if let Some(ptxas) = &ptxas {
-            // Report every architecture before failing on any.
-            if let Err(e) = report_resources(ptxas, arch, &dest) {
+    for module in Module::ALL {
+        for &Arch { name: arch, flags, tuned } in ARCHES {
+            let ptx = compile(&root, module, arch, flags)?;
+            check_entries(module, arch, &ptx)?;
+            let ptx = if tuned { add_launch_bounds(&ptx) } else { ptx };
+            let stem = format!("{}-{arch}", module.name());
+            let dest = root.join("host/ptx").join(format!("{stem}.ptx"));
+            std::fs::write(&dest, &ptx).map_err(|e| format!("writing {}: {e}", dest.display()))?;
+            println!("wrote {}", dest.strip_prefix(&root).unwrap_or(&dest).display());
+            // The production modules ship as SASS too; the ladder's are only checked.
+            let cubin = (module == Module::Production).then(|| dest.with_extension("cubin"));
+            // Report every module before failing on any.
+            if let Err(e) = assemble(&ptxas, &stem, arch, &dest, cubin.as_deref()) {
                 failures.push(e);
             }
         }
@@ -125,13 +114,42 @@ fn build_ptx() -> Result<(), String> {
     if failures.is_empty() { Ok(()) } else { Err(failures.join("\n")) }
 }
 
+/// Compiles the kernels crate's `module` for `arch` with the nightly; returns the PTX.
+fn compile(root: &Path, module: Module, arch: &str, flags: &str) -> Result<String, String> {
+    let target_dir = root.join("target").join(format!("ptx-{}-{arch}", module.name()));
+    // Through the rustup proxy with the toolchain named, not `$CARGO` (the stable cargo
+    // running this command).
+    let mut cargo = Command::new("cargo");
+    cargo
+        .current_dir(root)
+        .env("RUSTUP_TOOLCHAIN", NIGHTLY)
+        .env("RUSTFLAGS", flags)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .args(["rustc", "--package", "sgemm-kernels", "--profile", "ptx"])
+        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+        .args(["--crate-type", "cdylib", "--target-dir"])
+        .arg(&target_dir);
+    if module == Module::Ladder {
+        cargo.args(["--features", "ladder"]);
+    }
+    let status = cargo.status().map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building the {} kernels for {arch} failed", module.name()));
+    }
+    let built = target_dir.join("nvptx64-nvidia-cuda/ptx/sgemm_kernels.ptx");
+    std::fs::read_to_string(&built).map_err(|e| format!("reading {}: {e}", built.display()))
+}
+
 /// Every kernel the host may launch from this module must be an entry of it.
-fn check_entries(arch: &str, ptx: &str) -> Result<(), String> {
-    let in_module = all_specs().filter(|s| s.in_module(arch));
+fn check_entries(module: Module, arch: &str, ptx: &str) -> Result<(), String> {
+    let in_module = all_specs().filter(|s| s.module == module && s.in_module(arch));
     let entries = in_module.flat_map(|s| [Some(s.entry), s.vec4_entry]).flatten();
     for entry in entries {
         if !ptx.contains(&format!(".entry {entry}(")) {
-            return Err(format!("{arch}: kernel `{entry}` is registered but not in the PTX"));
+            return Err(format!(
+                "{}-{arch}: kernel `{entry}` is registered but not in the PTX",
+                module.name()
+            ));
         }
     }
     Ok(())
@@ -177,18 +195,23 @@ fn find_ptxas() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join("ptxas")).find(|p| p.is_file())
 }
 
-/// Runs `ptxas -v` and prints one line per kernel; a kernel using local memory is an error.
-fn report_resources(ptxas: &Path, arch: &str, ptx: &Path) -> Result<(), String> {
+/// Runs `ptxas -v` on a module, writing its SASS to `cubin` (or nowhere), and prints one line
+/// per kernel; a kernel using local memory is an error.
+fn assemble(ptxas: &Path, stem: &str, arch: &str, ptx: &Path, cubin: Option<&Path>) -> Result<(), String> {
     let out = Command::new(ptxas)
-        .args(["-v", &format!("-arch={arch}"), "-o", "/dev/null"])
+        .args(["-v", &format!("-arch={arch}"), "-o"])
+        .arg(cubin.unwrap_or(Path::new("/dev/null")))
         .arg(ptx)
         .output()
         .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
     let log = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        return Err(format!("ptxas rejected the {arch} module:\n{log}"));
+        return Err(format!("ptxas rejected {stem}:\n{log}"));
     }
-    println!("{arch}: {:<20} {:>5} {:>12} {:>12}", "kernel", "regs", "local bytes", "static smem");
+    if let Some(cubin) = cubin {
+        println!("wrote {}", cubin.display());
+    }
+    println!("{stem}: {:<20} {:>5} {:>12} {:>12}", "kernel", "regs", "local bytes", "static smem");
     let mut spilled = Vec::new();
     let mut kernel = "";
     let mut spill = 0u64;
@@ -205,7 +228,7 @@ fn report_resources(ptxas: &Path, arch: &str, ptx: &Path) -> Result<(), String> 
                 .find(|part| part.contains("smem"))
                 .and_then(|part| numbers(part).first().copied())
                 .unwrap_or(0);
-            println!("{arch}: {kernel:<20} {regs:>5} {spill:>12} {smem:>12}");
+            println!("{stem}: {kernel:<20} {regs:>5} {spill:>12} {smem:>12}");
             if spill > 0 {
                 spilled.push(kernel.to_string());
             }
@@ -214,7 +237,7 @@ fn report_resources(ptxas: &Path, arch: &str, ptx: &Path) -> Result<(), String> 
     if spilled.is_empty() {
         Ok(())
     } else {
-        Err(format!("{arch}: kernels use local memory: {}", spilled.join(", ")))
+        Err(format!("{stem}: kernels use local memory: {}", spilled.join(", ")))
     }
 }
 

@@ -1,35 +1,62 @@
-//! The GPU backend: a handle that owns the CUDA context, one stream and the loaded kernel
-//! module, created once and reused for every call.
+//! The GPU backend: a handle that owns (or shares) the CUDA context and stream, and the
+//! loaded kernel modules, created once and reused for every call.
 //!
-//! The PTX of the `kernels` crate is embedded in the library at build time (`host/ptx/*.ptx`,
-//! written by `cargo xtask build-ptx`); [`Gpu::new`] loads the module for the device's
-//! architecture. The driver is loaded at run time (cudarc's dynamic loading), so the library
+//! The kernels crate is built (`cargo xtask build-ptx`) into two modules per architecture and
+//! embedded in the library (`host/ptx/`): the production module (the kernels the precision
+//! policies choose and the helpers), as SASS for sm_80 and sm_90a and as PTX, and the ladder
+//! (the optimization steps, PTX only). [`Gpu::new`] loads the production module's SASS, so
+//! the driver compiles nothing; on an architecture without SASS here it loads the PTX, which
+//! the driver compiles once and caches. The ladder loads the first time one of its kernels is
+//! named. The driver itself is loaded at run time (cudarc's dynamic loading), so the library
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
 mod device_matrix;
 
 pub use device_matrix::DeviceMatrix;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, pad, scale, split_k, transpose, warpgroup};
+use sgemm_kernels::helpers::{pad, scale, transpose};
+use sgemm_kernels::production::{split_k, warpgroup};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
 use crate::{Error, Precision, Result};
 
-/// The kernel module for a device of compute capability `(major, minor)`: `(name, PTX)`. The
-/// sm_90a module runs on 9.0 only (H100, H200; its `wgmma` instructions are not
-/// forward-compatible); every other device from 8.0 on gets the sm_80 module, which the driver
-/// compiles for it.
-fn module_for(major: i32, minor: i32) -> Option<(&'static str, &'static str)> {
+/// The embedded kernel modules of one architecture.
+struct Images {
+    arch: &'static str,
+    /// The production module as SASS, where the device runs this architecture's SASS.
+    production_sass: Option<&'static [u8]>,
+    production_ptx: &'static str,
+    ladder_ptx: &'static str,
+}
+
+/// The modules for a device of compute capability `(major, minor)`. sm_90a's run on 9.0 only
+/// (H100, H200; `wgmma` is not forward-compatible); every other device from 8.0 on gets
+/// sm_80's: as SASS on 8.x (binary compatible within the major version), as PTX that the
+/// driver compiles on newer majors.
+fn images_for(major: i32, minor: i32) -> Option<Images> {
+    let sm_80 = |sass: bool| Images {
+        arch: "sm_80",
+        production_sass: sass.then_some(include_bytes!("../../ptx/production-sm_80.cubin").as_slice()),
+        production_ptx: include_str!("../../ptx/production-sm_80.ptx"),
+        ladder_ptx: include_str!("../../ptx/ladder-sm_80.ptx"),
+    };
     match (major, minor) {
-        (9, 0) => Some(("sm_90a", include_str!("../../ptx/sm_90a.ptx"))),
-        (8.., _) => Some(("sm_80", include_str!("../../ptx/sm_80.ptx"))),
+        (9, 0) => Some(Images {
+            arch: "sm_90a",
+            production_sass: Some(include_bytes!("../../ptx/production-sm_90a.cubin")),
+            production_ptx: include_str!("../../ptx/production-sm_90a.ptx"),
+            ladder_ptx: include_str!("../../ptx/ladder-sm_90a.ptx"),
+        }),
+        (8, _) => Some(sm_80(true)),
+        (9.., _) => Some(sm_80(false)),
         _ => None,
     }
 }
@@ -45,8 +72,11 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// L2 cache size in bytes.
     pub l2_bytes: usize,
-    /// The PTX module that was loaded (`sm_80`, `sm_90a`).
-    pub ptx_arch: &'static str,
+    /// The architecture of the kernel modules that were loaded (`sm_80`, `sm_90a`).
+    pub module_arch: &'static str,
+    /// Whether the production module was loaded as SASS (no compilation by the driver), rather
+    /// than as PTX.
+    pub sass: bool,
 }
 
 /// A GEMM kernel loaded from the module, with the launch configuration it was compiled with.
@@ -101,15 +131,26 @@ impl<'a> DeviceView<'a> {
 pub struct Gpu {
     loaded: Arc<Loaded>,
     precision: Precision,
-    /// A kernel chosen by name: an index into `loaded.kernels`.
-    kernel: Option<usize>,
+    /// A kernel chosen by name.
+    kernel: Option<Chosen>,
+}
+
+/// A kernel of one of the loaded modules: an index into its list.
+#[derive(Clone, Copy, Debug)]
+enum Chosen {
+    Production(usize),
+    Ladder(usize),
 }
 
 /// What [`Gpu::new`] sets up once per device.
 struct Loaded {
     stream: Arc<CudaStream>,
-    kernels: Vec<GpuKernel>,
-    /// Indices into `kernels` of each precision policy's kernel on this device.
+    images: Images,
+    /// The production module's GEMM kernels, in ladder order.
+    production: Vec<GpuKernel>,
+    /// The ladder's, once one of them was asked for.
+    ladder: OnceLock<Vec<GpuKernel>>,
+    /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
     scale_c: GpuKernel,
@@ -124,7 +165,7 @@ impl std::fmt::Debug for Gpu {
         f.debug_struct("Gpu")
             .field("info", &self.loaded.info)
             .field("precision", &self.precision)
-            .field("kernel", &self.kernel.map(|i| self.loaded.kernels[i].spec.name))
+            .field("kernel", &self.kernel.map(|k| self.get(k).spec.name))
             .finish_non_exhaustive()
     }
 }
@@ -143,7 +184,8 @@ const MIN_SLICE_K: usize = 128;
 const MAX_SLICES: usize = 16;
 
 impl Gpu {
-    /// Opens device `ordinal`: creates its context and stream and loads the kernels.
+    /// Opens device `ordinal`: retains its primary context (the one the CUDA runtime and other
+    /// cudarc code use too), takes its default stream and loads the production kernels.
     ///
     /// Fails with [`Error::NoGpu`] when the CUDA driver library is missing or there is no such
     /// device, and with [`Error::UnsupportedGpu`] below compute capability 8.0.
@@ -155,53 +197,71 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| Error::NoGpu(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        Self::from_stream(ctx.default_stream())
+    }
+
+    /// A handle whose calls run on `stream`, a stream of your own (cudarc's): for code that
+    /// already lives on cudarc, so that its work and the GEMMs are ordered on one stream of
+    /// one context, with no copies and no second context. Loads the production kernels into
+    /// the stream's context. Errors as [`new`](Self::new).
+    pub fn from_stream(stream: Arc<CudaStream>) -> Result<Self> {
+        let ctx = stream.context().clone();
         let name = ctx.name().map_err(Error::cuda("reading the device name"))?;
         let (major, minor) =
             ctx.compute_capability().map_err(Error::cuda("reading the compute capability"))?;
         let attr = |a| ctx.attribute(a).map_err(Error::cuda("reading a device attribute"));
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
-        let (ptx_arch, ptx) = module_for(major, minor).ok_or_else(|| Error::UnsupportedGpu {
+        let images = images_for(major, minor).ok_or_else(|| Error::UnsupportedGpu {
             name: name.clone(),
             major,
             minor,
         })?;
-        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(Error::cuda("loading the kernel module"))?;
-        let load_entry = |entry: &str, smem_bytes: u32| -> Result<CudaFunction> {
-            let function = module.load_function(entry).map_err(Error::cuda("loading a kernel"))?;
-            if smem_bytes > 48 * 1024 {
-                function
-                    .set_attribute(
-                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        smem_bytes as i32,
-                    )
-                    .map_err(Error::cuda("raising a kernel's shared memory limit"))?;
-            }
-            Ok(function)
+        // The SASS, else (no SASS for this device, or a driver that refuses it) the PTX.
+        let sass =
+            images.production_sass.and_then(|sass| ctx.load_module(Ptx::from_binary(sass.to_vec())).ok());
+        let is_sass = sass.is_some();
+        let module = match sass {
+            Some(module) => module,
+            None => ctx
+                .load_module(Ptx::from_src(images.production_ptx))
+                .map_err(Error::cuda("loading the kernel module"))?,
         };
-        let load = |spec: KernelSpec| -> Result<GpuKernel> {
-            let function = load_entry(spec.entry, spec.smem_bytes)?;
-            let vec4 = spec.vec4_entry.map(|e| load_entry(e, spec.smem_bytes)).transpose()?;
-            Ok(GpuKernel { spec, function, vec4 })
-        };
-        let in_module = GEMM_KERNELS.iter().filter(|s| s.in_module(ptx_arch));
-        let kernels = in_module.map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
+        let load = |spec: KernelSpec| load_kernel(&module, spec);
+        let production = production_specs(images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
         let split_k_reduce = load(split_k::REDUCE)?;
-        let stream = ctx.default_stream();
-        let info = DeviceInfo { name, compute_capability: (major, minor), sm_count, l2_bytes, ptx_arch };
-        let position = |name| kernels.iter().position(|k| k.spec.name == name);
-        // `split_k` names no architecture, so every module has it and it was loaded above.
+        let info = DeviceInfo {
+            name,
+            compute_capability: (major, minor),
+            sm_count,
+            l2_bytes,
+            module_arch: images.arch,
+            sass: is_sass,
+        };
+        let position = |name| production.iter().position(|k| k.spec.name == name);
+        // `split_k` names no architecture, so every production module has it.
         let strict = position(STRICT_KERNEL).ok_or_else(|| Error::UnknownKernel {
             name: STRICT_KERNEL.into(),
             backend: "gpu",
-            available: kernels.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
+            available: production.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
         })?;
         let accurate = position(ACCURATE_KERNEL).unwrap_or(strict);
-        let loaded =
-            Loaded { stream, kernels, accurate, strict, scale_c, transpose, pad, split_k_reduce, info };
+        let loaded = Loaded {
+            stream,
+            images,
+            production,
+            ladder: OnceLock::new(),
+            accurate,
+            strict,
+            scale_c,
+            transpose,
+            pad,
+            split_k_reduce,
+            info,
+        };
         Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None })
     }
 
@@ -214,10 +274,10 @@ impl Gpu {
 
     /// The same device with every call on the kernel called `name` (one of
     /// [`kernel_names`](Self::kernel_names): the steps of the optimization ladder, for study and
-    /// comparison), instead of the automatic choice. [`Error::UnknownKernel`] if this device's
-    /// module has no such kernel.
+    /// comparison), instead of the automatic choice; the first ladder kernel named loads the
+    /// ladder's module. [`Error::UnknownKernel`] if this device has no such kernel.
     pub fn with_kernel(mut self, name: &str) -> Result<Self> {
-        self.kernel = Some(self.position(name).ok_or_else(|| self.unknown_kernel(name))?);
+        self.kernel = Some(self.find(name)?);
         Ok(self)
     }
 
@@ -226,9 +286,9 @@ impl Gpu {
         self.precision
     }
 
-    /// The names of the GEMM kernels of this device's module, in ladder order.
+    /// The names of this device's GEMM kernels, in ladder order.
     pub fn kernel_names(&self) -> Vec<&'static str> {
-        self.loaded.kernels.iter().map(|k| k.spec.name).collect()
+        GEMM_KERNELS.iter().filter(|s| s.in_module(self.loaded.images.arch)).map(|s| s.name).collect()
     }
 
     /// What this device is.
@@ -242,23 +302,55 @@ impl Gpu {
         &self.loaded.stream
     }
 
-    /// The kernel called `name`.
+    /// The kernel called `name` (loading the ladder's module if it is one of its kernels).
     pub fn kernel(&self, name: &str) -> Result<&GpuKernel> {
-        self.find(name).ok_or_else(|| self.unknown_kernel(name))
+        Ok(self.get(self.find(name)?))
     }
 
-    fn unknown_kernel(&self, name: &str) -> Error {
-        Error::UnknownKernel { name: name.into(), backend: "gpu", available: self.kernel_names().join(", ") }
+    /// Where the kernel called `name` is loaded, loading the ladder's module if it is there.
+    fn find(&self, name: &str) -> Result<Chosen> {
+        let unknown = || Error::UnknownKernel {
+            name: name.into(),
+            backend: "gpu",
+            available: self.kernel_names().join(", "),
+        };
+        let spec = GEMM_KERNELS
+            .iter()
+            .find(|s| s.name == name && s.in_module(self.loaded.images.arch))
+            .ok_or_else(unknown)?;
+        let position = |kernels: &[GpuKernel]| kernels.iter().position(|k| k.spec.name == name);
+        match spec.module {
+            Module::Production => position(&self.loaded.production).map(Chosen::Production),
+            Module::Ladder => position(self.ladder()?).map(Chosen::Ladder),
+        }
+        .ok_or_else(unknown)
     }
 
-    /// The kernel called `name`, if this device's module has it.
-    fn find(&self, name: &str) -> Option<&GpuKernel> {
-        self.position(name).map(|i| &self.loaded.kernels[i])
+    /// The ladder's kernels, loading its module the first time.
+    fn ladder(&self) -> Result<&[GpuKernel]> {
+        if let Some(kernels) = self.loaded.ladder.get() {
+            return Ok(kernels);
+        }
+        let ctx = self.loaded.stream.context();
+        let module = ctx
+            .load_module(Ptx::from_src(self.loaded.images.ladder_ptx))
+            .map_err(Error::cuda("loading the ladder's kernel module"))?;
+        let specs = GEMM_KERNELS
+            .iter()
+            .filter(|s| s.module == Module::Ladder && s.in_module(self.loaded.images.arch));
+        let kernels = specs.map(|s| load_kernel(&module, *s)).collect::<Result<Vec<_>>>()?;
+        // Another thread may have loaded it meanwhile: either copy serves.
+        Ok(self.loaded.ladder.get_or_init(|| kernels))
     }
 
-    /// The index of the kernel called `name` in this device's module.
-    fn position(&self, name: &str) -> Option<usize> {
-        self.loaded.kernels.iter().position(|k| k.spec.name == name)
+    /// A kernel that [`find`](Self::find) located (the ladder is loaded if it is there).
+    fn get(&self, kernel: Chosen) -> &GpuKernel {
+        match kernel {
+            Chosen::Production(i) => &self.loaded.production[i],
+            Chosen::Ladder(i) => {
+                &self.loaded.ladder.get().expect("a ladder kernel was found after loading")[i]
+            }
+        }
     }
 
     /// The kernel this handle's calls run: the one chosen by name, else the precision
@@ -268,7 +360,7 @@ impl Gpu {
             Precision::Accurate => self.loaded.accurate,
             Precision::Strict => self.loaded.strict,
         };
-        &self.loaded.kernels[self.kernel.unwrap_or(policy)]
+        self.get(self.kernel.unwrap_or(Chosen::Production(policy)))
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
@@ -571,6 +663,31 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.loaded.stream.synchronize().map_err(Error::cuda("waiting for the GPU"))
     }
+}
+
+/// The production module's GEMM kernels for `arch`, in ladder order.
+fn production_specs(arch: &str) -> impl Iterator<Item = &'static KernelSpec> {
+    GEMM_KERNELS.iter().filter(move |s| s.module == Module::Production && s.in_module(arch))
+}
+
+/// Loads `spec`'s entries from `module`, raising the dynamic shared memory limit to what the
+/// kernel launches with.
+fn load_kernel(module: &Arc<CudaModule>, spec: KernelSpec) -> Result<GpuKernel> {
+    let load_entry = |entry: &str| -> Result<CudaFunction> {
+        let function = module.load_function(entry).map_err(Error::cuda("loading a kernel"))?;
+        if spec.smem_bytes > 48 * 1024 {
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    spec.smem_bytes as i32,
+                )
+                .map_err(Error::cuda("raising a kernel's shared memory limit"))?;
+        }
+        Ok(function)
+    };
+    let function = load_entry(spec.entry)?;
+    let vec4 = spec.vec4_entry.map(load_entry).transpose()?;
+    Ok(GpuKernel { spec, function, vec4 })
 }
 
 /// `values` as the `u32` sizes the kernels take, or [`Error::ShapeTooLarge`] naming `kernel` and

@@ -1,4 +1,4 @@
-//! Step 14, Hopper's warpgroup MMA: the 3xTF32 products of [`tensor_core`](crate::tensor_core)
+//! Step 14, Hopper's warpgroup MMA: the 3xTF32 products of [`tensor_core`](crate::ladder::tensor_core)
 //! issued as asynchronous `wgmma` instructions that read both operands from shared memory,
 //! with each operand split into its TF32 `(hi, lo)` parts once per tile instead of once per use.
 //!
@@ -54,7 +54,7 @@
 //! every `wgmma` (its C7514 warning: accumulators of an earlier group read while a later one is
 //! in flight) and spilled 208 bytes.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -77,7 +77,7 @@ const SPLIT: u32 = 4 * HALF;
 const A_RAW: u32 = BM * A_LD * 4;
 /// Bytes of one raw stage.
 const STAGE: u32 = A_RAW + BK * B_LD * 4;
-/// Bytes of one split set's shifts ([`scaling`](crate::scaling)): one `i32` per row of the `A`
+/// Bytes of one split set's shifts ([`scaling`](crate::production::scaling)): one `i32` per row of the `A`
 /// tile, then one per column of the `B` tile, indexed by the thread that split it.
 const SHIFTS: u32 = (BM + BN) * 4;
 
@@ -94,6 +94,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: true,
     vec4_only: true,
     arch: Some("sm_90a"),
+    module: Module::Production,
 };
 
 const _: () = assert!(
@@ -104,14 +105,14 @@ const _: () = assert!(
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 mod device_code {
     use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS};
-    use crate::device::*;
-    use crate::ptx::{
+    use crate::infra::device::*;
+    use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
         cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_u32, ld_shared_v4_f32,
         st_shared_u32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32,
         wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
-    use crate::scaling;
+    use crate::production::scaling;
 
     /// Byte offsets of the four halves in a split set.
     const A_HI: u32 = 0;
@@ -154,10 +155,10 @@ mod device_code {
     }
 
     /// The GEMM of block `z`'s K slice, as `tensor_core`'s (the split-K convention of
-    /// [`split_k`](crate::split_k::device_code::k_slice)).
+    /// [`split_k`](crate::production::split_k::device_code::k_slice)).
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::device)) for every slice.
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for every slice.
     #[inline(always)]
     unsafe fn gemm(args: GemmArgs) {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
@@ -367,7 +368,7 @@ mod device_code {
         }
     }
 
-    gemm_entry! {
+    gemm_entry! { production:
         /// `C = alpha * A * B + beta * C`, or one K slice of it per `blockIdx.z` (split-K),
         /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up

@@ -7,7 +7,7 @@
 //! so both global accesses are coalesced. The shared tile has 33 columns: a warp reading a
 //! column of it then touches 32 different banks instead of one.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Side of the square tile one block transposes.
 const TILE: u32 = 32;
@@ -29,13 +29,14 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Production,
 };
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{ROWS_PER_PASS, SMEM_LD, SPEC, TILE};
-    use crate::device::*;
-    use crate::ptx::ld_global_nc_f32;
+    use crate::infra::device::*;
+    use crate::infra::ptx::ld_global_nc_f32;
 
     /// `b = a^T`: `a` is row-major `rows x cols` with `lda >= cols`, `b` row-major
     /// `cols x rows` with `ldb >= rows`.

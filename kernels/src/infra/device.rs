@@ -3,8 +3,8 @@
 
 use core::arch::nvptx;
 
-use crate::launch::KernelSpec;
-use crate::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
+use crate::infra::launch::KernelSpec;
+use crate::infra::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -156,10 +156,10 @@ unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, ro
     unsafe { dot(k, a, lda, b, ldb, row, col) }
 }
 
-/// The epilogue of the tensor-core kernels ([`tensor_core`](crate::tensor_core),
-/// [`warpgroup`](crate::warpgroup)) for one output: `C[row][col] = alpha * x + beta * C` in
+/// The epilogue of the tensor-core kernels ([`tensor_core`](crate::ladder::tensor_core),
+/// [`warpgroup`](crate::production::warpgroup)) for one output: `C[row][col] = alpha * x + beta * C` in
 /// block `z`'s K slice (the `z`-th `m x n` matrix at `c`, the split-K convention of
-/// [`split_k`](crate::split_k::device_code::k_slice)), where an accumulator `x` that is not
+/// [`split_k`](crate::production::split_k::device_code::k_slice)), where an accumulator `x` that is not
 /// finite is first recomputed as row `row` of the slice's `A` times column `col` of its `B`,
 /// one `f32` FMA per `k` in order: the IEEE result, which the TF32 split cannot carry
 /// (`tensor_core`'s module docs). Outputs outside `m x n` are not written.
@@ -235,7 +235,7 @@ pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
     }
 }
 
-/// The arguments of every GEMM kernel, in the launch order of [`crate::launch`]. The entry
+/// The arguments of every GEMM kernel, in the launch order of [`crate::infra::launch`]. The entry
 /// points (declared by [`gemm_entry!`]) receive them as separate PTX parameters and pass them
 /// on as one value.
 #[derive(Clone, Copy)]
@@ -259,12 +259,21 @@ pub struct GemmArgs {
 /// (`k x n`, `ldb >= n`) and `C` (`m x n`, `ldc >= n`) in device memory, `C` not overlapping
 /// `A` or `B`, launched with the kernel's `SPEC` (block, grid, dynamic shared memory).
 macro_rules! gemm_entry {
-    ($(#[$attr:meta])* $name:ident => $body:expr) => {
+    // The group decides which PTX module holds the entry (`KernelSpec::module`): the production
+    // module is built without the crate feature `ladder`, the ladder's with it.
+    (production: $($entry:tt)*) => {
+        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] $($entry)*);
+    };
+    (ladder: $($entry:tt)*) => {
+        $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] $($entry)*);
+    };
+    (@cfg [$cfg:meta] $(#[$attr:meta])* $name:ident => $body:expr) => {
         $(#[$attr])*
         ///
         /// # Safety
-        /// See [`gemm_entry!`](crate::device): valid `A`, `B`, `C` for the given shapes and
+        /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes and
         /// leading dimensions, `C` apart from `A` and `B`, launched with this module's `SPEC`.
+        #[cfg($cfg)]
         #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $name(
@@ -280,7 +289,7 @@ macro_rules! gemm_entry {
             c: *mut f32,
             ldc: u32,
         ) {
-            let args = $crate::device::GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
+            let args = $crate::infra::device::GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
             // SAFETY: the entry's contract is the body's (above).
             unsafe { $body(args) }
         }

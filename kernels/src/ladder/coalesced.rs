@@ -12,7 +12,7 @@
 //! 6.2 TFLOP/s at 4096 (0.12x cuBLAS's 51.2): 12x the naive kernel. Record:
 //! `bench/results/2026-11-22-h200-ladder.txt`.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Launch configuration of [`sgemm_coalesced`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -27,14 +27,15 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::SPEC;
-    use crate::device::*;
+    use crate::infra::device::*;
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C`, one thread per element, lanes along columns.
         sgemm_coalesced => gemm
     }

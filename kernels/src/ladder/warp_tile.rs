@@ -1,7 +1,7 @@
 //! The warp-tiled thread layout of the flagship kernels (seed 000, section 5.2), shared by
 //! every kernel that computes a `16 R x 128` block tile with 256 threads, `R` accumulator rows
 //! per lane: `R = 8` for the 128 x 128 tiles, `R = 16` for the 256 x 128 tile of
-//! [`wide_tile`](crate::wide_tile).
+//! [`wide_tile`](crate::ladder::wide_tile).
 //!
 //! The block's 8 warps each own a `4 R x 64` region of the tile (4 warps down, 2 across).
 //! Inside a warp the 32 lanes form a 4 x 8 grid, and each lane owns an `R x 8` block of
@@ -72,8 +72,10 @@ pub use device_code::*;
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{BN, STAGE_BYTES, STAGE_LD, WARP_N, WARPS_N, a_ld, a_tile, warp_m};
-    use crate::device::{offset, update_c};
-    use crate::ptx::{F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp};
+    use crate::infra::device::{offset, update_c};
+    use crate::infra::ptx::{
+        F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp,
+    };
 
     /// Where one thread sits in the block tile: just its first accumulator row and column, the
     /// two values the main loop needs (everything else is derived from them in the epilogue,

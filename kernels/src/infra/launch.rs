@@ -33,7 +33,7 @@ pub struct KernelSpec {
     /// writes it into the PTX as `.minnctapersm`, next to `.maxntid` from [`block`](Self::block),
     /// and `ptxas` then caps the registers per thread to make it so (CUDA's `__launch_bounds__`).
     pub min_blocks_per_sm: u32,
-    /// Whether the kernel splits `K` across `blockIdx.z` ([`split_k`](crate::split_k)): its
+    /// Whether the kernel splits `K` across `blockIdx.z` ([`split_k`](crate::production::split_k)): its
     /// entries take one more parameter after `ldc`, the slice depth, and write partial
     /// products to the `c` they are given.
     pub splits_k: bool,
@@ -46,6 +46,33 @@ pub struct KernelSpec {
     /// The one PTX module the kernel is in, when it uses instructions of that architecture
     /// only (`wgmma` is sm_90a's); `None`: every module.
     pub arch: Option<&'static str>,
+    /// The PTX module the kernel's entries are compiled into.
+    pub module: Module,
+}
+
+/// The PTX modules of an architecture. The host loads the production module when it opens a
+/// device (as SASS for sm_80 and sm_90a, so the driver has nothing to compile) and the ladder
+/// only when one of its kernels is asked for by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Module {
+    /// The kernels the precision policies choose and the helpers every call may need
+    /// (`scale_c`, `transpose`, `pad`, the split-K reduction).
+    Production,
+    /// The steps of the optimization ladder, kept for study and comparison.
+    Ladder,
+}
+
+impl Module {
+    /// Every module, in the order `cargo xtask build-ptx` writes them.
+    pub const ALL: [Module; 2] = [Module::Production, Module::Ladder];
+
+    /// The module's name in file names (`host/ptx/<name>-<arch>.ptx`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Module::Production => "production",
+            Module::Ladder => "ladder",
+        }
+    }
 }
 
 impl KernelSpec {
@@ -65,6 +92,7 @@ impl KernelSpec {
             splits_k: false,
             vec4_only: false,
             arch: None,
+            module: Module::Production,
         }
     }
 

@@ -2,16 +2,16 @@
 //! BLAS semantics forbid reading `A` and `B` (a NaN there must not reach `C`). With
 //! `beta == 0`, `C` is overwritten with zeros and never read.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::KernelSpec;
 
 /// Launch configuration of [`sgemm_scale_c`](self).
 pub const SPEC: KernelSpec =
     KernelSpec::elementwise("scale_c", "sgemm_scale_c", "C = beta * C (the GEMM when alpha = 0 or k = 0)");
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::SPEC;
-    use crate::device::*;
+    use crate::infra::device::*;
 
     /// `C = beta * C` on the `m x n` block of `C`; `C` is not read when `beta == 0`.
     ///

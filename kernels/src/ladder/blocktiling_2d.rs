@@ -15,7 +15,7 @@
 //! in a stack frame). Fully unrolled, with `gemm bench` on an NVIDIA H100 at 1980 MHz: 27.5
 //! TFLOP/s at 4096 (0.536x), 9.7 at 1024 (`bench/results/2026-11-22-h100-gpu-sweep.json`).
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 128;
@@ -39,6 +39,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -49,13 +50,13 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{BK, BM, BN, SPEC, TM, TN};
-    use crate::device::*;
-    use crate::ptx::ld_global_nc_f32;
+    use crate::infra::device::*;
+    use crate::infra::ptx::ld_global_nc_f32;
 
     /// Elements of each tile every thread loads per `K` step.
     const LOADS: u32 = BM * BK / SPEC.threads();
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C`, 128x128 tiles, 8x8 outputs per thread.
         sgemm_blocktiling_2d => gemm
     }

@@ -1,10 +1,10 @@
 //! Step 12, the pipelined wide tile: 128 x 256 x 8 tiles fed by a 4-stage `cp.async` pipeline
 //! in which every copy is 16 bytes, 8 x 16 outputs per thread, one block per SM.
 //!
-//! What it changes after [`wide_tile`](crate::wide_tile), whose larger per-thread tile cut the
+//! What it changes after [`wide_tile`](crate::ladder::wide_tile), whose larger per-thread tile cut the
 //! non-FFMA instructions but stalled on global loads (prefetching one tile ahead through
 //! registers, at the 255-register cap):
-//! - The tiles come in through `cp.async` ([`async_copy`](crate::async_copy)'s technique), three
+//! - The tiles come in through `cp.async` ([`async_copy`](crate::ladder::async_copy)'s technique), three
 //!   tiles ahead of the one being computed, and cost no registers on the way.
 //! - No copy transposes: `A` stays `[row][k]` in shared memory, so each thread copies one
 //!   16-byte piece of `A` and two of `B` per tile (`async_copy` needed four 4-byte copies to
@@ -39,7 +39,7 @@
 //! ptxas allocates the 221 registers) and the one barrier per tile with 8 warps per SM.
 //! Not used by `auto`; record `bench/results/2026-11-22-h100-wide-tile.txt`.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -71,6 +71,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -81,8 +82,8 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{A_BYTES, A_LD, BK, BM, BN, STAGE, STAGES};
-    use crate::device::*;
-    use crate::ptx::{
+    use crate::infra::device::*;
+    use crate::infra::ptx::{
         SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
         ld_shared_v4_f32,
     };
@@ -234,12 +235,12 @@ mod device_code {
         }
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 4-byte copies: any pointer, any `ld`.
         sgemm_pipelined => gemm::<false>
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte copies; the host launches it only when
         /// `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
         sgemm_pipelined_vec4 => gemm::<true>

@@ -1,8 +1,8 @@
 //! Step 8, the first flagship kernel (seed 000, section 5): 128 x 128 x 8 with double
 //! buffering at both levels of the memory hierarchy, on the warp-tiled layout.
 //!
-//! What it adds over [`vectorized`](crate::vectorized):
-//! - Warp tiling ([`warp_tile`](crate::warp_tile)): each warp owns a 32 x 64 region and each
+//! What it adds over [`vectorized`](crate::ladder::vectorized):
+//! - Warp tiling ([`warp_tile`](crate::ladder::warp_tile)): each warp owns a 32 x 64 region and each
 //!   lane four 4 x 4 accumulator blocks, so fragment loads are conflict-free `ld.shared.v4`.
 //! - Shared-memory double buffering: two stages of the `A` and `B` tiles. While the block
 //!   computes on one stage, the next tile's global loads are in flight into registers; they
@@ -22,7 +22,7 @@
 //! - `B` is loaded with one 16-byte load per thread (the `vec4` entry) or 4 guarded scalar
 //!   loads, and stored with `st.shared.v4`.
 //! - `C` goes back through shared memory, 128 contiguous bytes per warp store
-//!   ([`WarpTile::store_c`](crate::warp_tile)).
+//!   ([`WarpTile::store_c`](crate::ladder::warp_tile)).
 //!
 //! - Two tiles per loop iteration (`vec4` entry), so both stage offsets are immediates and the
 //!   fragments need no moves at the back edge: 11% non-FFMA instructions in the loop instead
@@ -37,8 +37,8 @@
 //! two-tile loop): 78% of issue slots used, 86% of instructions FFMA, warps stalled mostly
 //! "not selected" and on dispatch. Record: `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
-use crate::launch::KernelSpec;
-use crate::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
+use crate::infra::launch::{KernelSpec, Module};
+use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
 /// Launch configuration of [`sgemm_double_buffered`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -53,6 +53,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -62,9 +63,9 @@ const _: () = assert!(
 
 #[cfg(target_arch = "nvptx64")]
 pub(crate) mod device_code {
-    use crate::device::*;
-    use crate::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::warp_tile::{BK, BN, WarpTile, a_ld, a_tile, bm, stage};
+    use crate::infra::device::*;
+    use crate::infra::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
+    use crate::ladder::warp_tile::{BK, BN, WarpTile, a_ld, a_tile, bm, stage};
 
     /// One stage's worth of global data held in registers between its load and its store:
     /// `LA` 4-vectors of `A` (rows 128 apart) and one of `B`.
@@ -74,11 +75,11 @@ pub(crate) mod device_code {
     }
 
     /// The kernel's body on the `16 R x 128` warp-tiled geometry, each thread loading `LA =
-    /// R / 8` 4-vectors of `A` per tile; `R = 8` here and in [`split_k`](crate::split_k),
-    /// `R = 16` in [`wide_tile`](crate::wide_tile).
+    /// R / 8` 4-vectors of `A` per tile; `R = 8` here and in [`split_k`](crate::production::split_k),
+    /// `R = 16` in [`wide_tile`](crate::ladder::wide_tile).
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::device)).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
     pub(crate) unsafe fn gemm<const VEC4: bool, const R: usize, const LA: usize>(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
@@ -201,12 +202,12 @@ pub(crate) mod device_code {
         unsafe { tile.store_c(&acc, base, (row0, col0), (m, n), alpha, beta, c, ldc) };
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
         sgemm_double_buffered => gemm::<false, 8, 1>
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
         sgemm_double_buffered_vec4 => gemm::<true, 8, 1>

@@ -11,7 +11,7 @@
 //! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
 //! 0.50 TFLOP/s at 4096 (0.010x cuBLAS's 51.2). Record: `bench/results/2026-11-22-h200-ladder.txt`.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Launch configuration of [`sgemm_naive`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -26,14 +26,15 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::SPEC;
-    use crate::device::*;
+    use crate::infra::device::*;
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C`, one thread per element, lanes along rows.
         sgemm_naive => gemm
     }

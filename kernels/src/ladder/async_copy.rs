@@ -1,7 +1,7 @@
 //! Step 9, the second flagship technique: `cp.async` copies straight from global to shared
 //! memory, in a multi-stage pipeline (seed 000, end of section 6).
 //!
-//! What it adds over [`double_buffering`](crate::double_buffering): the next tiles no longer
+//! What it adds over [`double_buffering`](crate::ladder::double_buffering): the next tiles no longer
 //! pass through registers. A thread starts the copies of a tile with `cp.async` and forgets
 //! them until a `cp.async.wait_group` just before the tile is used, so
 //! - no registers hold staged data across the main loop, which leaves the whole budget of 128
@@ -21,10 +21,10 @@
 //! the copies of tile `t + STAGES - 1` then overwrite.
 //!
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each, warp-tiled as in
-//! [`warp_tile`](crate::warp_tile)), `C` written through shared memory.
+//! [`warp_tile`](crate::ladder::warp_tile)), `C` written through shared memory.
 //!
 //! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz): 35.4 TFLOP/s at 4096 (0.69x
-//! cuBLAS), slower than [`double_buffering`](crate::double_buffering) at every size but 1000,
+//! cuBLAS), slower than [`double_buffering`](crate::ladder::double_buffering) at every size but 1000,
 //! as seed 000 found for `cp.async` at this tile size. ncu at 4096: 62% of issue slots used,
 //! stalls on the short scoreboard (1.49 per issue) and MIO throttle (0.63): the five
 //! `LDGSTS` per thread per tile (four of them 4-byte, for the transpose of `A`) load the
@@ -32,8 +32,8 @@
 //! tiles that make `cp.async` pay are the next step. Record:
 //! `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
-use crate::launch::KernelSpec;
-use crate::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
+use crate::infra::launch::{KernelSpec, Module};
+use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
 /// Tiles in flight or being computed.
 pub const STAGES: u32 = 4;
@@ -51,6 +51,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -61,9 +62,11 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::STAGES;
-    use crate::device::*;
-    use crate::ptx::{SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
-    use crate::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
+    use crate::infra::device::*;
+    use crate::infra::ptx::{
+        SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
+    };
+    use crate::ladder::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
 
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
@@ -149,12 +152,12 @@ mod device_code {
         unsafe { tile.store_c(&acc, base, (row0, col0), (m, n), alpha, beta, c, ldc) };
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 4-byte copies: any pointer, any `ld`.
         sgemm_async_copy => gemm::<false>
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte copies of `B`; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
         sgemm_async_copy_vec4 => gemm::<true>

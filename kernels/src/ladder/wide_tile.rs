@@ -1,4 +1,4 @@
-//! Step 11, the wide tile: [`double_buffered`](crate::double_buffering) on a 256 x 128 tile,
+//! Step 11, the wide tile: [`double_buffered`](crate::ladder::double_buffering) on a 256 x 128 tile,
 //! each thread computing 16 x 8 outputs, one block per SM.
 //!
 //! ncu on the H100 at n = 4096 shows what cuBLAS runs for FP32 SGEMM:
@@ -10,7 +10,7 @@
 //! tile for twice the rows of `C`; the price is half the warps per scheduler to hide latency
 //! with, which the 128 independent accumulators per thread must make up for.
 //!
-//! The same body as `double_buffered` ([`warp_tile`](crate::warp_tile) with `R = 16`): each
+//! The same body as `double_buffered` ([`warp_tile`](crate::ladder::warp_tile) with `R = 16`): each
 //! thread loads two 4-vectors of `A` per tile (rows 128 apart) and one of `B`.
 //!
 //! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, same run as `double_buffered`):
@@ -24,8 +24,8 @@
 //! kernel pipelines 3 stages with `cp.async` ("stage3"), which costs no registers: the step
 //! this one calls for. Kept as the measured evidence for it; `auto` does not use it.
 
-use crate::launch::KernelSpec;
-use crate::warp_tile::{BK, BN, THREADS, bm, smem_bytes, stage};
+use crate::infra::launch::{KernelSpec, Module};
+use crate::ladder::warp_tile::{BK, BN, THREADS, bm, smem_bytes, stage};
 
 /// Accumulator rows per lane.
 const R: usize = 16;
@@ -43,6 +43,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -53,15 +54,15 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::R;
-    use crate::device::*;
-    use crate::double_buffering::device_code::gemm;
+    use crate::infra::device::*;
+    use crate::ladder::double_buffering::device_code::gemm;
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, scalar global loads.
         sgemm_wide_tile => gemm::<false, R, 2>
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).

@@ -1,12 +1,12 @@
 //! `B = A` padded with zeros: copies a row-major `rows x cols` matrix into the top-left corner
 //! of a `rows_pad x cols_pad` row-major buffer (leading dimension `cols_pad`) and zeroes the
 //! rest. The GPU backend uses it to give a kernel that only has 16-byte copies
-//! ([`tensor_core`](crate::tensor_core)) operands whose rows are a multiple of 4 floats long;
+//! ([`tensor_core`](crate::ladder::tensor_core)) operands whose rows are a multiple of 4 floats long;
 //! the zero columns of `A` and rows of `B` add nothing to the product.
 //!
 //! One thread per element of the destination, a warp along a row: reads and writes coalesced.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::KernelSpec;
 
 /// Launch configuration of [`sgemm_pad`](self); its grid covers the destination.
 pub const SPEC: KernelSpec = KernelSpec::elementwise(
@@ -15,11 +15,11 @@ pub const SPEC: KernelSpec = KernelSpec::elementwise(
     "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
 );
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::SPEC;
-    use crate::device::*;
-    use crate::ptx::ld_global_nc_f32;
+    use crate::infra::device::*;
+    use crate::infra::ptx::ld_global_nc_f32;
 
     /// `b[r][c] = a[r][c]` for `r < rows`, `c < cols`, and `0` elsewhere in `b`'s
     /// `rows_pad x cols_pad`.

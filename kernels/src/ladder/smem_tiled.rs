@@ -8,13 +8,13 @@
 //!
 //! Tile: 32x32 of `C` per 32x32-thread block, `K` walked 32 at a time; 8 KiB of shared memory.
 //! Edges: elements of `A` and `B` outside the matrices are loaded as zero by a predicated
-//! `ld.global.nc` ([`ld_global_nc_f32`](crate::ptx::ld_global_nc_f32)), so any `M`, `N`, `K`
+//! `ld.global.nc` ([`ld_global_nc_f32`](crate::infra::ptx::ld_global_nc_f32)), so any `M`, `N`, `K`
 //! works with the same loop; threads outside `C` skip the store.
 //!
 //! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
 //! 8.6 TFLOP/s at 4096 (0.17x cuBLAS's 51.2). Record: `bench/results/2026-11-22-h200-ladder.txt`.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Depth of the `K` step: how many columns of `A` (rows of `B`) one shared-memory tile holds.
 pub const TILE_K: u32 = 32;
@@ -32,6 +32,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -42,10 +43,10 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{SPEC, TILE_K};
-    use crate::device::*;
-    use crate::ptx::ld_global_nc_f32;
+    use crate::infra::device::*;
+    use crate::infra::ptx::ld_global_nc_f32;
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 32x32 tiles of `A` and `B` in shared memory.
         sgemm_smem_tiled => gemm
     }

@@ -3,7 +3,7 @@
 //! error at `f32`'s level, and any non-finite result is recomputed exactly with `f32` FMAs.
 //!
 //! Why: the FFMA kernels stop at 0.90-0.96x cuBLAS on the H100, and the evidence (ncu issue
-//! slots and dispatch stalls, see [`pipelined`](crate::pipelined)) points at instruction issue,
+//! slots and dispatch stalls, see [`pipelined`](crate::ladder::pipelined)) points at instruction issue,
 //! which ptxas's register allocation decides. The tensor cores multiply TF32 (`f32`'s exponent,
 //! 10 mantissa bits) several times faster than the FMA pipes multiply `f32`.
 //!
@@ -26,10 +26,10 @@
 //! `m16n8k8` products, 128 accumulators per lane. `A` is `[row][k]` and `B` `[k][col]` in shared
 //! memory, both padded so the fragment loads hit 32 distinct banks (`A` rows 36 floats: lane
 //! `(g, t)` reads bank `4g + t`; `B` rows 136: bank `8t + g`). Tiles arrive by `cp.async` in a
-//! 3-stage pipeline with one barrier per 32-deep tile (as in [`pipelined`](crate::pipelined));
+//! 3-stage pipeline with one barrier per 32-deep tile (as in [`pipelined`](crate::ladder::pipelined));
 //! two blocks per SM. Every copy is 16 bytes: there is no 4-byte variant, the host pads
-//! operands whose rows are not a multiple of 4 floats ([`pad`](crate::pad), `vec4_only`).
-//! `K` can be split across `blockIdx.z` as in [`split_k`](crate::split_k).
+//! operands whose rows are not a multiple of 4 floats ([`pad`](crate::helpers::pad), `vec4_only`).
+//! `K` can be split across `blockIdx.z` as in [`split_k`](crate::production::split_k).
 //!
 //! `C` is written from the accumulators directly: a lane holds 2 adjacent columns of 2 rows
 //! per product, so a warp's store writes 8 rows of 32 bytes each, whole sectors.
@@ -43,10 +43,10 @@
 //! puts the tensor pipe at 48% busy, with 5.9 instructions issued per tensor instruction
 //! (splits, additions, loads, moves) and ptxas at 255 registers: cheaper splits (two integer
 //! instructions instead of `cvt.rna`'s four, or splitting `A` once per step) made it spill
-//! 400-620 bytes, so they are not in. On sm_90a, [`warpgroup`](crate::warpgroup) (step 14)
+//! 400-620 bytes, so they are not in. On sm_90a, [`warpgroup`](crate::production::warpgroup) (step 14)
 //! takes these products to Hopper's asynchronous `wgmma` and supersedes this kernel there.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -85,6 +85,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: true,
     vec4_only: true,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -99,8 +100,8 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{A_BYTES, A_COPIES, A_LD, B_LD, BK, BM, BN, STAGE, STAGES, THREADS, WARP_M, WARP_N};
-    use crate::device::*;
-    use crate::ptx::{
+    use crate::infra::device::*;
+    use crate::infra::ptx::{
         SharedAddr, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group, cvt_rna_tf32, ld_shared_f32,
         mma_m16n8k8_tf32,
     };
@@ -153,13 +154,13 @@ mod device_code {
 
     /// The GEMM of block `z`'s K slice: `A`'s columns and `B`'s rows `z k..(z + 1) k` into the
     /// `z`-th `m x n` matrix at `c` (the split-K convention of
-    /// [`split_k`](crate::split_k::device_code::k_slice); with `gridDim.z = 1`, the GEMM). The
+    /// [`split_k`](crate::production::split_k::device_code::k_slice); with `gridDim.z = 1`, the GEMM). The
     /// slice offsets are applied where each pointer is used rather than once up front: as
     /// values computed before the main loop, the three of them stayed live through it (six
     /// registers, spilled on sm_80), where the parameters themselves can be reloaded.
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::device)) for every slice.
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for every slice.
     #[inline(always)]
     unsafe fn gemm(args: GemmArgs) {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
@@ -298,7 +299,7 @@ mod device_code {
         }
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C`, or one K slice of it per `blockIdx.z` (split-K),
         /// with 16-byte copies only: the host launches it with `a` and `b` 16-byte aligned,
         /// `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up to `n`

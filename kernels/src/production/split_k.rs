@@ -1,4 +1,4 @@
-//! Step 10, split-K: the [`double_buffered`](crate::double_buffering) kernel with `K` divided
+//! Step 10, split-K: the [`double_buffered`](crate::ladder::double_buffering) kernel with `K` divided
 //! among `gridDim.z` blocks per tile, for shapes whose tiles alone cannot fill the GPU.
 //!
 //! At `n = 1024` a 128 x 128 tiling is 64 blocks, and an H100 has room for 264 of them at
@@ -11,7 +11,7 @@
 //!
 //! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
 //! (two per SM), else the count whose waves are fullest; with one slice the kernel is
-//! `double_buffered` writing `C` itself. [`tensor_core`](crate::tensor_core) splits `K` by the
+//! `double_buffered` writing `C` itself. [`tensor_core`](crate::ladder::tensor_core) splits `K` by the
 //! same convention (`k_slice`). The slices are equal and a multiple of 4 deep (so the 16-byte
 //! loads stay aligned); the few columns left over are multiplied by the reduction.
 //!
@@ -22,7 +22,7 @@
 //! measured 3-16% slower). Expected before measuring: about 60 us at n = 1024 (2.1 GFLOP at
 //! the 47 TFLOP/s of a full grid, plus 16 MB of partials); got 64 us.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Launch configuration of the split-K GEMM: `double_buffered`'s, with `gridDim.z` slices.
 pub const SPEC: KernelSpec = KernelSpec {
@@ -31,7 +31,8 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_split_k_vec4"),
     summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
     splits_k: true,
-    ..crate::double_buffering::SPEC
+    module: Module::Production,
+    ..crate::ladder::double_buffering::SPEC
 };
 
 /// Launch configuration of [`sgemm_split_k_reduce`](self).
@@ -44,8 +45,8 @@ pub const REDUCE: KernelSpec = KernelSpec::elementwise(
 #[cfg(target_arch = "nvptx64")]
 pub(crate) mod device_code {
     use super::REDUCE;
-    use crate::device::*;
-    use crate::double_buffering::device_code::gemm;
+    use crate::infra::device::*;
+    use crate::ladder::double_buffering::device_code::gemm;
 
     /// The arguments of block `z`'s part of a split-K launch: the GEMM of K slice `z` into
     /// partial `z` of the workspace. The host passes the slice depth as `k`, the workspace as
@@ -55,7 +56,7 @@ pub(crate) mod device_code {
     /// here: ptxas reloads parameters instead of keeping them in registers, and one more live
     /// register spilled 116 bytes at `double_buffered`'s 128-register cap.)
     ///
-    /// The resulting arguments satisfy the GEMM contract (see [`gemm_entry!`](crate::device))
+    /// The resulting arguments satisfy the GEMM contract (see [`gemm_entry!`](crate::infra::device))
     /// when `A` has `gridDim.z * k` columns, `B` as many rows, and `c` holds `gridDim.z`
     /// row-major `m x n` matrices back to back (or is `C` itself, `gridDim.z = 1`).
     #[inline(always)]
@@ -80,12 +81,12 @@ pub(crate) mod device_code {
         unsafe { gemm::<VEC4, 8, 1>(k_slice(args)) }
     }
 
-    gemm_entry! {
+    gemm_entry! { production:
         /// Split-K GEMM of one K slice per `blockIdx.z`, scalar global loads.
         sgemm_split_k => slice::<false>
     }
 
-    gemm_entry! {
+    gemm_entry! { production:
         /// Split-K GEMM with 16-byte global loads (the `double_buffered_vec4` conditions, with
         /// the slice depth as `k`).
         sgemm_split_k_vec4 => slice::<true>
@@ -100,6 +101,7 @@ pub(crate) mod device_code {
     /// `workspace` holds `slices` row-major `m x n` matrices back to back; `a` is valid for
     /// `m x tail` with `lda`, `b` for `tail x n` with `ldb`; `c` for `m x n` with `ldc`;
     /// launched with [`REDUCE`]'s block and grid.
+    #[cfg(not(feature = "ladder"))]
     #[unsafe(no_mangle)]
     #[allow(clippy::too_many_arguments)]
     pub unsafe extern "ptx-kernel" fn sgemm_split_k_reduce(

@@ -1,6 +1,6 @@
 //! Exact power-of-two scaling that keeps the 3xTF32 split accurate over the whole `f32` range.
 //!
-//! The split `x = hi + lo` ([`tensor_core`](crate::tensor_core)) is accurate when `lo` and the
+//! The split `x = hi + lo` ([`tensor_core`](crate::ladder::tensor_core)) is accurate when `lo` and the
 //! partial products `a_hi b_lo`, `a_lo b_hi`, `a_hi b_hi` are normal numbers. At the edges of
 //! the range they are not: the `lo` of a value below about `2^-115` is subnormal and loses its
 //! bits when rounded to TF32, and two small operands (`1e-20` each) give products that leave the

@@ -21,7 +21,7 @@
 //! (0.667x), 9.9 at 1024 (`bench/results/2026-11-22-h100-gpu-sweep.json`). SASS: 4 `LDS.128`
 //! and 64 `FFMA` per `p`, 2 `LDG.E.128` per tile in the vec4 entry.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 128;
@@ -45,6 +45,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -58,8 +59,8 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{BK, BM, BN, TM, TN};
-    use crate::device::*;
-    use crate::ptx::{SharedAddr, ld_shared_v4_f32, st_shared_v4_f32};
+    use crate::infra::device::*;
+    use crate::infra::ptx::{SharedAddr, ld_shared_v4_f32, st_shared_v4_f32};
 
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
@@ -116,12 +117,12 @@ mod device_code {
         unsafe { update_c_block(&acc, row, col, m, n, alpha, beta, c, ldc) };
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
         sgemm_vectorized => gemm::<false>
     }
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads of `A` and `B`; the host
         /// launches it only when `a`, `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4.

@@ -13,7 +13,7 @@
 //! 16.6 TFLOP/s at 4096 (0.32x cuBLAS's 51.2); 17.0 at 1024. Record:
 //! `bench/results/2026-11-22-h200-ladder.txt`.
 
-use crate::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Module};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 64;
@@ -36,6 +36,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     splits_k: false,
     vec4_only: false,
     arch: None,
+    module: Module::Ladder,
 };
 
 const _: () = assert!(
@@ -46,10 +47,10 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{BK, BM, BN, TM};
-    use crate::device::*;
-    use crate::ptx::ld_global_nc_f32;
+    use crate::infra::device::*;
+    use crate::infra::ptx::ld_global_nc_f32;
 
-    gemm_entry! {
+    gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C`, 64x64 tiles, 8 outputs per thread.
         sgemm_blocktiling_1d => gemm
     }
