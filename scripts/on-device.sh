@@ -30,9 +30,10 @@ step "cold start: the first result of a fresh process with the driver's JIT cach
 for g in $b/gemm-before $b/gemm; do
   [ -x "$g" ] || continue
   for kernel in "" "--kernel naive"; do
-    s=$(date +%s.%N)
+    t0=$EPOCHREALTIME
     CUDA_CACHE_DISABLE=1 $g --backend gpu --m 64 --iters 1 --no-check $kernel >/dev/null 2>&1 || status=1
-    echo "$(basename $g) ${kernel:-auto}: $(echo "$(date +%s.%N) - $s" | bc) s"
+    t1=$EPOCHREALTIME
+    awk -v g="$(basename $g)" -v k="${kernel:-auto}" -v a="$t0" -v b="$t1" 'BEGIN { printf "%-12s %-16s %.2f s\n", g, k, b - a }'
   done
 done | tee "$out/coldstart.txt"
 fi
