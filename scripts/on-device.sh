@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 if want sass; then
 step "SASS of the sm_90a modules: 16-byte loads, FFMA, HMMA (mma.sync) and HGMMA (wgmma) per kernel"
 ptxas -arch=sm_90a -o "$out/ladder-sm_90a.cubin" host/ptx/ladder-sm_90a.ptx &&
-  cuobjdump --dump-sass host/ptx/production-sm_90a.cubin "$out/ladder-sm_90a.cubin" >"$out/sm_90a.sass" &&
+  { cuobjdump --dump-sass host/ptx/production-sm_90a.cubin && cuobjdump --dump-sass "$out/ladder-sm_90a.cubin"; } >"$out/sm_90a.sass" &&
   awk '/Function :/ {f=$3; seen[f]=1} /LDS.128/ {lds[f]++} /LDG.E.128/ {ldg[f]++} /STS.128/ {sts[f]++} /LDGSTS/ {cpa[f]++} /FFMA/ {ffma[f]++} /HMMA/ {hmma[f]++} /HGMMA/ {hgmma[f]++} /STL|LDL/ {loc[f]++}
        END {printf "%-28s %8s %8s %8s %7s %6s %6s %6s %6s\n", "kernel", "LDS.128", "LDG.128", "STS.128", "LDGSTS", "FFMA", "HMMA", "HGMMA", "local";
             for (f in seen) printf "%-28s %8d %8d %8d %7d %6d %6d %6d %6d\n", f, lds[f], ldg[f], sts[f], cpa[f], ffma[f], hmma[f], hgmma[f], loc[f]}' "$out/sm_90a.sass"
