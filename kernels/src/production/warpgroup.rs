@@ -31,28 +31,7 @@
 //!
 //! The instructions exist only on sm_90a (H100, H200), so the kernel is only in that module.
 //!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS FP32 on the same buffers
-//! in the same process, record `bench/results/2026-11-22-h100-gpu-sweep-warpgroup-auto.*`):
-//! 80.0 TFLOP/s at n = 4096, 1.55x cuBLAS (`tensor_core` 0.99x in the same run); 1.50x at
-//! 8192, 1.25x at 2047 (both operands padded), 1.33x and 1.39x at 1000 and 1024 (K split 2
-//! ways); geometric mean 1.48x over 12 sizes from 1000 to 8192. Max normalized error 4.9e-8 to
-//! 7.0e-8 (cuBLAS 1.9e-7 at 4096); 4.2e-7 on the test suite, within its `16 eps` bound (FFMA
-//! kernels 3.2e-7). The bound expected before measuring: shared memory, 240 KiB of traffic
-//! per tile (below) at 128 bytes per cycle, about 1900 cycles per tile where the tensor work
-//! needs 1536, so about 145 TFLOP/s; measured 80, about 3300 cycles per tile. 177 registers,
-//! no spills; the SASS has the 12 `HGMMA.64x128x8.F32.TF32` of a tile back to back with one
-//! `WARPGROUP.DEPBAR` after them.
-//!
-//! ncu at n = 4096: issue slots 32% busy, 0.41 eligible warps of 2 per scheduler; the shared
-//! memory pipe is the busiest unit (51.5%; `wgmma` reads 144 KiB of operands per tile, the
-//! split 96 KiB), bank conflicts 0.2% of wavefronts. Stalls per issued instruction: barrier
-//! 1.22, wait 1.12, short scoreboard 1.04 (the split's shared loads), long scoreboard 0.63.
-//! The barriers are the lever: a warp-specialized version (producer warps splitting, consumer
-//! warpgroups multiplying, synchronized by `mbarrier` instead of two block-wide barriers per
-//! tile) would overlap the split with the products fully. Tried and reverted: two sets of step
-//! accumulators, so that adding tile `t - 1` overlaps tile `t`'s products: ptxas then serialized
-//! every `wgmma` (its C7514 warning: accumulators of an earlier group read while a later one is
-//! in flight) and spilled 208 bytes.
+//! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
 use crate::infra::launch::{KernelSpec, Module};
 
