@@ -61,7 +61,8 @@ pub mod helpers {
 
 /// The optimization ladder, one module per step from the naive kernel up, each opening with
 /// what it adds over the step before; the production kernels are its last steps. Loaded by
-/// the host only when one of them is named.
+/// the host only when one of them is named. What each step measured is in
+/// `docs/performance-notes.md`.
 pub mod ladder {
     pub mod async_copy;
     pub mod blocktiling_1d;

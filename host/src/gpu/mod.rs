@@ -228,7 +228,8 @@ impl Gpu {
                 .map_err(Error::cuda("loading the kernel module"))?,
         };
         let load = |spec: KernelSpec| load_kernel(&module, spec);
-        let production = production_specs(images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
+        let production =
+            module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -335,9 +336,7 @@ impl Gpu {
         let module = ctx
             .load_module(Ptx::from_src(self.loaded.images.ladder_ptx))
             .map_err(Error::cuda("loading the ladder's kernel module"))?;
-        let specs = GEMM_KERNELS
-            .iter()
-            .filter(|s| s.module == Module::Ladder && s.in_module(self.loaded.images.arch));
+        let specs = module_specs(Module::Ladder, self.loaded.images.arch);
         let kernels = specs.map(|s| load_kernel(&module, *s)).collect::<Result<Vec<_>>>()?;
         // Another thread may have loaded it meanwhile: either copy serves.
         Ok(self.loaded.ladder.get_or_init(|| kernels))
@@ -485,13 +484,10 @@ impl Gpu {
 
     /// How many K slices [`split_k`] cuts an `m x n x k` GEMM into.
     ///
-    /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks, 264 on an
-    /// H100): splitting a full grid measured 3-16% slower from n = 2048 to 6144 (the partials'
-    /// traffic). Below that, the slice count whose waves are fullest (`blocks / (waves x
-    /// slots)`, the fewest slices on a tie), each slice at least [`MIN_SLICE_K`] deep.
-    /// Measured on the H100 against that model: n = 1024 (64 tiles) takes 4 slices, one full
-    /// wave; n = 1536 (144 tiles) 3 slices, 82% of two waves, at 0.86x cuBLAS where 2, 4 and
-    /// 6 slices gave 0.74x, 0.72x and 0.73x and no split 0.65x.
+    /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
+    /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
+    /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
+    /// [`MIN_SLICE_K`] deep.
     pub fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
         let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
         let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
@@ -665,9 +661,9 @@ impl Gpu {
     }
 }
 
-/// The production module's GEMM kernels for `arch`, in ladder order.
-fn production_specs(arch: &str) -> impl Iterator<Item = &'static KernelSpec> {
-    GEMM_KERNELS.iter().filter(move |s| s.module == Module::Production && s.in_module(arch))
+/// The GEMM kernels of `module` for `arch`, in ladder order.
+fn module_specs(module: Module, arch: &str) -> impl Iterator<Item = &'static KernelSpec> {
+    GEMM_KERNELS.iter().filter(move |s| s.module == module && s.in_module(arch))
 }
 
 /// Loads `spec`'s entries from `module`, raising the dynamic shared memory limit to what the

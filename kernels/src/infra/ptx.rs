@@ -216,34 +216,6 @@ pub unsafe fn bar_red_or(pred: bool) -> bool {
     any != 0
 }
 
-/// `st.shared.u32 [addr], x`.
-///
-/// # Safety
-/// `addr` must be a 4-byte aligned address in this block's shared memory.
-#[inline(always)]
-pub unsafe fn st_shared_u32(addr: SharedAddr, x: u32) {
-    unsafe { asm!("st.shared.u32 [{a}], {x};", a = in(reg32) addr.0, x = in(reg32) x, options(nostack)) }
-}
-
-/// `ld.shared.u32 x, [addr]`.
-///
-/// # Safety
-/// `addr` must be a 4-byte aligned address in this block's shared memory, written before (and
-/// published by a barrier when another thread wrote it).
-#[inline(always)]
-pub unsafe fn ld_shared_u32(addr: SharedAddr) -> u32 {
-    let x: u32;
-    unsafe {
-        asm!(
-            "ld.shared.u32 {x}, [{a}];",
-            a = in(reg32) addr.0,
-            x = out(reg32) x,
-            options(nostack),
-        );
-    }
-    x
-}
-
 /// `bar.warp.sync 0xffffffff`: waits for all 32 threads of the warp and orders their memory
 /// accesses, so that shared memory one lane wrote is visible to the others (a barrier for a
 /// warp-private region of shared memory, cheaper than a block-wide `bar.sync`).

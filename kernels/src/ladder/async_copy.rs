@@ -22,15 +22,6 @@
 //!
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each, warp-tiled as in
 //! [`warp_tile`](crate::ladder::warp_tile)), `C` written through shared memory.
-//!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz): 35.4 TFLOP/s at 4096 (0.69x
-//! cuBLAS), slower than [`double_buffering`](crate::ladder::double_buffering) at every size but 1000,
-//! as seed 000 found for `cp.async` at this tile size. ncu at 4096: 62% of issue slots used,
-//! stalls on the short scoreboard (1.49 per issue) and MIO throttle (0.63): the five
-//! `LDGSTS` per thread per tile (four of them 4-byte, for the transpose of `A`) load the
-//! memory pipeline that the fragment loads need. Kept as the step that shows it; the larger
-//! tiles that make `cp.async` pay are the next step. Record:
-//! `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
 use crate::infra::launch::{KernelSpec, Module};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};

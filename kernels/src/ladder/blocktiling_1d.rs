@@ -8,10 +8,6 @@
 //!
 //! Tile: 64x64 of `C`, `K` step 8, 512 threads, 4 KiB of shared memory. Edges: predicated
 //! loads put zeros outside the matrices; stores are guarded.
-//!
-//! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
-//! 16.6 TFLOP/s at 4096 (0.32x cuBLAS's 51.2); 17.0 at 1024. Record:
-//! `bench/results/2026-11-22-h200-ladder.txt`.
 
 use crate::infra::launch::{KernelSpec, Module};
 

@@ -8,12 +8,6 @@
 //!
 //! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
 //! Edges: predicated loads put zeros outside the matrices; stores are guarded.
-//!
-//! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
-//! 18.5 TFLOP/s at 4096 (0.36x cuBLAS's 51.2), but 7.5 at 1024, where its 128x128 tiles give only
-//! 64 blocks for 132 SMs. Record: `bench/results/2026-11-22-h200-ladder.txt` (accumulators then
-//! in a stack frame). Fully unrolled, with `gemm bench` on an NVIDIA H100 at 1980 MHz: 27.5
-//! TFLOP/s at 4096 (0.536x), 9.7 at 1024 (`bench/results/2026-11-22-h100-gpu-sweep.json`).
 
 use crate::infra::launch::{KernelSpec, Module};
 

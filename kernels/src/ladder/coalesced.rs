@@ -7,10 +7,6 @@
 //! are contiguous. Same arithmetic, same tile, far fewer memory transactions.
 //!
 //! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
-//!
-//! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
-//! 6.2 TFLOP/s at 4096 (0.12x cuBLAS's 51.2): 12x the naive kernel. Record:
-//! `bench/results/2026-11-22-h200-ladder.txt`.
 
 use crate::infra::launch::{KernelSpec, Module};
 

@@ -23,19 +23,11 @@
 //!   loads, and stored with `st.shared.v4`.
 //! - `C` goes back through shared memory, 128 contiguous bytes per warp store
 //!   ([`WarpTile::store_c`](crate::ladder::warp_tile)).
-//!
 //! - Two tiles per loop iteration (`vec4` entry), so both stage offsets are immediates and the
-//!   fragments need no moves at the back edge: 11% non-FFMA instructions in the loop instead
-//!   of 14%, and +6% at n = 4096 (43.7 -> 46.5 TFLOP/s) in the run before the record below.
+//!   fragments need no moves at the back edge.
 //!
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each), 128 registers (two
 //! blocks per SM, `.minnctapersm 2`), no local memory.
-//!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS on the same buffers):
-//! 46.6 TFLOP/s at 4096 (0.907x), 47.4 at 8192 (0.921x), 18.5 at 1024 (0.539x: 64 blocks for
-//! 132 SMs); geometric mean 0.858x over 12 sizes from 1000 to 8192. ncu at 4096 (before the
-//! two-tile loop): 78% of issue slots used, 86% of instructions FFMA, warps stalled mostly
-//! "not selected" and on dispatch. Record: `bench/results/2026-11-22-h100-gpu-sweep.json`.
 
 use crate::infra::launch::{KernelSpec, Module};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};

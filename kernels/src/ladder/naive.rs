@@ -7,9 +7,6 @@
 //! uncoalesced. This is the baseline the next step fixes by swapping two indices.
 //!
 //! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
-//!
-//! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
-//! 0.50 TFLOP/s at 4096 (0.010x cuBLAS's 51.2). Record: `bench/results/2026-11-22-h200-ladder.txt`.
 
 use crate::infra::launch::{KernelSpec, Module};
 

@@ -25,19 +25,6 @@
 //! The main loop double-buffers every fragment: the `A` rows of steps 4..8 load during steps
 //! 0..4, and before a tile's last step the next tile is waited for and published (one barrier
 //! per tile) and its first `A` rows and `B` columns load during the last products.
-//!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS on the same buffers), step
-//! by step at n = 4096: first version 35.6 TFLOP/s (0.69x); `A` rows padded to 12 floats 37.7
-//! (0.74x); ncu still counted 67 M shared-load bank conflicts, for rows 4 apart per lane, so
-//! lanes now own rows 8 apart (a warp reads 8 consecutive rows: 31 conflicts left) 38.9
-//! (0.75x); `A` fragments double-buffered 39.9 (0.77x; 40.7 at 8192, 0.79x). Still below
-//! `double_buffered` (46.7, 0.90x). ncu at 4096, warps stalled per issued instruction:
-//! dispatch 0.70, not selected 0.78, barrier 0.26, short scoreboard 0.10, long scoreboard
-//! 0.07, MIO throttle 0.00; 68% of issue slots used (cuBLAS 87% with the same shape of work:
-//! 2.36 G instructions here, 2.43 G there). The global loads are hidden now; what is left is
-//! the dispatch stalls (register-bank conflicts of the FFMA operands are the usual cause, and
-//! ptxas allocates the 221 registers) and the one barrier per tile with 8 warps per SM.
-//! Not used by `auto`; record `bench/results/2026-11-22-h100-wide-tile.txt`.
 
 use crate::infra::launch::{KernelSpec, Module};
 

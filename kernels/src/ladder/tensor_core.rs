@@ -33,18 +33,6 @@
 //!
 //! `C` is written from the accumulators directly: a lane holds 2 adjacent columns of 2 rows
 //! per product, so a warp's store writes 8 rows of 32 bytes each, whole sectors.
-//!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS FP32 on the same buffers,
-//! record `bench/results/2026-11-22-h100-gpu-sweep-tensor-core.*`): with the three products
-//! accumulated by the tensor cores themselves, 58.6 TFLOP/s at n = 4096, 1.14x cuBLAS, but an
-//! error 15 times cuBLAS's (3.1e-6 normalized; the suite failed at k = 4097). With each step
-//! summed apart and added in `f32` (two sweeps): 50.9-52.1 TFLOP/s, 0.99-1.02x at 4096,
-//! 1.05-1.08x at 5120, 1.00-1.02x at 8192, error 8.0e-8 (cuBLAS 1.9e-7). Expected more: ncu
-//! puts the tensor pipe at 48% busy, with 5.9 instructions issued per tensor instruction
-//! (splits, additions, loads, moves) and ptxas at 255 registers: cheaper splits (two integer
-//! instructions instead of `cvt.rna`'s four, or splitting `A` once per step) made it spill
-//! 400-620 bytes, so they are not in. On sm_90a, [`warpgroup`](crate::production::warpgroup) (step 14)
-//! takes these products to Hopper's asynchronous `wgmma` and supersedes this kernel there.
 
 use crate::infra::launch::{KernelSpec, Module};
 

@@ -13,13 +13,6 @@
 //! both are the same code (`device::load4_global`).
 //!
 //! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
-//!
-//! Measured on an NVIDIA H200 (SM clock 1980 MHz), cuBLAS in the same process, square sizes:
-//! 29.8 TFLOP/s at 4096 (0.58x cuBLAS's 51.2) while its accumulators sat in a 256-byte stack
-//! frame (the write-back loop was not unrolled: `bench/results/2026-11-22-h200-ladder.txt`).
-//! Fully unrolled, with `gemm bench` on an NVIDIA H100 at 1980 MHz: 34.3 TFLOP/s at 4096
-//! (0.667x), 9.9 at 1024 (`bench/results/2026-11-22-h100-gpu-sweep.json`). SASS: 4 `LDS.128`
-//! and 64 `FFMA` per `p`, 2 `LDG.E.128` per tile in the vec4 entry.
 
 use crate::infra::launch::{KernelSpec, Module};
 

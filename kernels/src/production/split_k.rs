@@ -14,13 +14,6 @@
 //! `double_buffered` writing `C` itself. [`tensor_core`](crate::ladder::tensor_core) splits `K` by the
 //! same convention (`k_slice`). The slices are equal and a multiple of 4 deep (so the 16-byte
 //! loads stay aligned); the few columns left over are multiplied by the reduction.
-//!
-//! Measured (`gemm bench`, NVIDIA H100 80GB HBM3 at 1980 MHz, cuBLAS on the same buffers,
-//! record `bench/results/2026-11-22-h100-gpu-sweep-splitk.*`): n = 1024, 4 slices, 33.7
-//! TFLOP/s, 0.98x cuBLAS (`double_buffered` 18.5, 0.54x); n = 1000: 0.93x (0.49x); n = 1536,
-//! 3 slices: 0.86x (0.65x); from n = 2048 on it is `double_buffered` (splitting a full grid
-//! measured 3-16% slower). Expected before measuring: about 60 us at n = 1024 (2.1 GFLOP at
-//! the 47 TFLOP/s of a full grid, plus 16 MB of partials); got 64 us.
 
 use crate::infra::launch::{KernelSpec, Module};
 

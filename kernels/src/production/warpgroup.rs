@@ -56,8 +56,9 @@ const SPLIT: u32 = 4 * HALF;
 const A_RAW: u32 = BM * A_LD * 4;
 /// Bytes of one raw stage.
 const STAGE: u32 = A_RAW + BK * B_LD * 4;
-/// Bytes of one split set's shifts ([`scaling`](crate::production::scaling)): one `i32` per row of the `A`
-/// tile, then one per column of the `B` tile, indexed by the thread that split it.
+/// Bytes of one split set's shifts ([`scaling`](crate::production::scaling)): one `i32` (kept as
+/// the bits of an `f32` word) per row of the `A` tile, then one per column of the `B` tile,
+/// indexed by the thread that split it.
 const SHIFTS: u32 = (BM + BN) * 4;
 
 /// Launch configuration of [`sgemm_warpgroup`](self).
@@ -87,9 +88,9 @@ mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
-        cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_u32, ld_shared_v4_f32,
-        st_shared_u32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32,
-        wgmma_m64n128k8_tf32_into, wgmma_wait_group,
+        cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_f32,
+        st_shared_v4_f32, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into,
+        wgmma_wait_group,
     };
     use crate::production::scaling;
 
@@ -234,7 +235,12 @@ mod device_code {
                 }
             }
             // SAFETY: as above.
-            unsafe { st_shared_u32(shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4), shift as u32) };
+            unsafe {
+                st_shared_f32(
+                    shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4),
+                    f32::from_bits(shift as u32),
+                )
+            };
             fence_proxy_async_shared();
             shift != 0
         };
@@ -285,7 +291,7 @@ mod device_code {
             let at = shifts.offset_bytes(set / SPLIT * SHIFTS);
             // SAFETY: written by the split of this set before a barrier; not rewritten until
             // the barrier that ends this iteration.
-            let load = |i: u32| unsafe { ld_shared_u32(at.offset_bytes(i * 4)) as i32 };
+            let load = |i: u32| unsafe { ld_shared_f32(at.offset_bytes(i * 4)).to_bits() as i32 };
             let row_shift: [i32; 2] =
                 core::array::from_fn(|h| load(64 * group + 16 * warp + g + 8 * h as u32));
             let col_shift: [i32; 32] =
