@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use sgemm::{Error, Gpu, Layout, MatMut, MatRef};
+use sgemm::{DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, MatMut, MatRef, Precision};
 use sgemm_check::suite as check;
 
 fn gpu_or_skip(test: &str) -> Option<Gpu> {
@@ -65,6 +65,62 @@ fn device_resident_calls_match_host_calls() {
     let mut from_col = vec![0.0; m * n];
     gpu.download(&c_col, &mut MatMut::contiguous(&mut from_col, m, n)).unwrap();
     assert_eq!(host, from_col);
+}
+
+#[test]
+fn views_over_a_callers_buffers_at_any_offset_compute_in_place() {
+    let Some(gpu) = gpu_or_skip("views_over_a_callers_buffers_at_any_offset_compute_in_place") else {
+        return;
+    };
+    // A column-major A, a row-major B and a row-major C with a padded leading dimension, each
+    // starting `offset` elements into a buffer of the caller's own (an offset of 1 or 3 leaves
+    // it 4-byte aligned only, which the 16-byte-load kernels must notice). C's buffer carries
+    // guard values before, between and after the block, which must survive.
+    let (m, n, k) = (67, 40, 36);
+    let guard = -7.5f32;
+    for precision in [Precision::Accurate, Precision::Strict] {
+        let gpu = gpu.clone().with_precision(precision);
+        for offset in [0, 1, 3, 4] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect(); // column-major m x k
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect(); // row-major k x n
+            let ldc = n + 5;
+            let mut expected = vec![0.0f32; m * n];
+            let (a_host, b_host) = (MatRef::col_major(&a, m, k, m), MatRef::contiguous(&b, k, n));
+            sgemm::cpu::gemm(
+                None,
+                Some(1),
+                1.0,
+                &a_host,
+                &b_host,
+                0.0,
+                &mut MatMut::contiguous(&mut expected, m, n),
+            )
+            .unwrap();
+            let pad = |data: &[f32]| [vec![guard; offset], data.to_vec(), vec![guard; 9]].concat();
+            let stream = gpu.stream();
+            let a_buf = stream.clone_htod(&pad(&a)).unwrap();
+            let b_buf = stream.clone_htod(&pad(&b)).unwrap();
+            let mut c_buf = stream.clone_htod(&vec![guard; offset + m * ldc + 9]).unwrap();
+            let a_view = DeviceMatRef::new(a_buf.slice(offset..), Layout::ColMajor, m, k, m).unwrap();
+            let b_view = DeviceMatRef::new(b_buf.slice(offset..), Layout::RowMajor, k, n, n).unwrap();
+            let c_view = DeviceMatMut::new(c_buf.slice_mut(offset..), Layout::RowMajor, m, n, ldc).unwrap();
+            gpu.gemm_device(1.0, a_view, b_view, 0.0, c_view).unwrap();
+            let c = stream.clone_dtoh(&c_buf).unwrap();
+            for (i, &x) in c.iter().enumerate() {
+                let inside = i >= offset && (i - offset) / ldc < m && (i - offset) % ldc < n;
+                let want = if inside { expected[(i - offset) / ldc * n + (i - offset) % ldc] } else { guard };
+                assert_eq!(x, want, "{precision:?}, offset {offset}, element {i} of C's buffer");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_view_shorter_than_its_matrix_is_rejected() {
+    let Some(gpu) = gpu_or_skip("a_view_shorter_than_its_matrix_is_rejected") else { return };
+    let buf = gpu.stream().alloc_zeros::<f32>(99).unwrap();
+    let short = DeviceMatRef::new(buf.as_view(), Layout::RowMajor, 10, 10, 10);
+    assert!(matches!(short, Err(Error::SliceTooShort { needed: 100, len: 99, .. })), "{short:?}");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 
 use cudarc::driver::DriverError;
 
-/// Everything that can go wrong in a GEMM call.
+/// Everything that can go wrong in a GEMM call. New variants may come in minor releases.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The shapes of the views do not chain (`op(A): m x k`, `op(B): k x n`, `C: m x n`).
     #[error("dimension mismatch: {0}")]
@@ -43,6 +44,10 @@ pub enum Error {
     /// A shape the chosen kernel cannot launch (sizes past `u32`, grid past CUDA's limits).
     #[error("{m}x{n}x{k} is too large for `{kernel}`: {why}")]
     ShapeTooLarge { m: usize, n: usize, k: usize, kernel: &'static str, why: &'static str },
+    /// A device buffer of a GEMM belongs to another CUDA context than the [`Gpu`](crate::Gpu)
+    /// handle it was given to (see [`Gpu::from_stream`](crate::Gpu::from_stream)).
+    #[error("a device buffer belongs to another CUDA context than the GPU handle's")]
+    WrongContext,
     /// The device could not allocate a buffer; the handle stays usable.
     #[error("out of device memory allocating {bytes} bytes")]
     OutOfDeviceMemory { bytes: usize },

@@ -42,9 +42,11 @@ pub mod cpu;
 mod error;
 pub mod gpu;
 pub mod matrix;
+mod semantics;
 
+pub use cudarc;
 pub use error::{Error, Result};
-pub use gpu::{DeviceMatrix, Gpu};
+pub use gpu::{DeviceMatMut, DeviceMatRef, DeviceMatrix, Gpu};
 pub use matrix::{Layout, MatMut, MatRef};
 
 /// Where a GEMM runs.

@@ -285,16 +285,23 @@ pub fn check_gemm(a: &MatRef, b: &MatRef, c: &MatRef) -> Result<()> {
     Ok(())
 }
 
-/// The same GEMM with a row-major `C`: a column-major `C` is the row-major `C^T`, and
-/// `C^T = op(B)^T op(A)^T` (seed 000, section 3), so the operands swap and transpose, as views.
-pub(crate) fn with_row_major_c<'a, 'c>(
-    a: MatRef<'a>,
-    b: MatRef<'a>,
-    c: MatMut<'c>,
-) -> (MatRef<'a>, MatRef<'a>, MatMut<'c>) {
-    match c.layout {
-        Layout::RowMajor => (a, b, c),
-        Layout::ColMajor => (b.t(), a.t(), c.t()),
+impl crate::semantics::View for MatRef<'_> {
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn t(self) -> Self {
+        MatRef::t(self)
+    }
+}
+
+impl crate::semantics::View for MatMut<'_> {
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn t(self) -> Self {
+        MatMut::t(self)
     }
 }
 

@@ -21,7 +21,8 @@ mod pack;
 pub mod packed;
 mod simd;
 
-use crate::matrix::{Layout, MatMut, MatRef, with_row_major_c};
+use crate::matrix::{Layout, MatMut, MatRef};
+use crate::semantics::{Work, with_row_major_c, work};
 use crate::{Error, Result};
 
 /// A CPU kernel: `C = alpha * A * B + beta * C` under the contract above, on `threads` threads
@@ -116,9 +117,7 @@ pub fn default_threads() -> usize {
 /// saves). `op(A)` and `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of
 /// `C` works.
 ///
-/// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`, or when `beta == 1` and
-/// `alpha == 0` or `k == 0`; otherwise `C = beta * C` without reading `A` and `B` when
-/// `alpha == 0` or `k == 0`.
+/// Quick returns follow the reference BLAS ([`Work`](crate::semantics::Work)).
 pub fn gemm(
     kernel: Option<&str>,
     threads: Option<usize>,
@@ -136,13 +135,13 @@ pub fn gemm(
         None => default_threads(),
     };
     let (a, b, mut c) = with_row_major_c(*a, *b, c.rb_mut());
-    let k = a.cols;
-    if c.rows == 0 || c.cols == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
-        return Ok(());
-    }
-    if alpha == 0.0 || k == 0 {
-        scale_c(beta, &mut c);
-        return Ok(());
+    match work(c.rows, c.cols, a.cols, alpha, beta) {
+        Work::Nothing => return Ok(()),
+        Work::ScaleC => {
+            scale_c(beta, &mut c);
+            return Ok(());
+        }
+        Work::Product => {}
     }
     if kernel.any_layout {
         return (kernel.run)(alpha, &a, &b, beta, &mut c, threads);

@@ -1,9 +1,12 @@
-//! Matrices that live in device memory, and the copies to and from the host.
+//! Matrices that live in device memory: [`DeviceMatrix`], which owns its buffer, the views
+//! [`DeviceMatRef`] and [`DeviceMatMut`] over any cudarc buffer (a caller's own included), and
+//! the copies to and from the host.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DeviceSlice};
 
 use super::{Gpu, alloc_error};
 use crate::matrix::{self, Layout, MatMut, MatRef, check_ld, check_len, span};
+use crate::semantics::View;
 use crate::{Error, Result};
 
 /// A `rows x cols` matrix in device memory, row- or column-major with leading dimension `ld`
@@ -76,9 +79,174 @@ impl DeviceMatrix {
         self.buf
     }
 
-    /// `(rows, cols)`.
-    pub(super) fn dims(&self) -> (usize, usize) {
-        (self.rows, self.cols)
+    /// The matrix as a read-only view (what the GEMM calls take).
+    pub fn view(&self) -> DeviceMatRef<'_> {
+        DeviceMatRef::of(self.buf.as_view(), self.rows, self.cols, self.ld, self.layout)
+    }
+
+    /// The matrix as a writable view.
+    pub fn view_mut(&mut self) -> DeviceMatMut<'_> {
+        DeviceMatMut {
+            buf: self.buf.as_view_mut(),
+            rows: self.rows,
+            cols: self.cols,
+            ld: self.ld,
+            layout: self.layout,
+        }
+    }
+}
+
+/// A `rows x cols` matrix in device memory that is read, borrowed from a cudarc buffer: a
+/// [`DeviceMatrix`] (`From`, or [`DeviceMatrix::view`]), or a caller's own `CudaSlice<f32>` or
+/// part of one (`buf.as_view()`, `buf.slice(offset..)`), in either layout with leading
+/// dimension `ld` (see [`MatRef`] for the layouts). Valid by construction: the buffer holds
+/// the matrix's span.
+///
+/// ```no_run
+/// use cudarc::driver::CudaSlice;
+/// use sgemm::{DeviceMatMut, DeviceMatRef, Gpu, Layout};
+///
+/// let gpu = Gpu::new(0)?;
+/// // Buffers of your own, on the same context (here: the primary context of device 0).
+/// let (m, n, k) = (64, 48, 32);
+/// let a: CudaSlice<f32> = gpu.stream().alloc_zeros(m * k).unwrap();
+/// let b: CudaSlice<f32> = gpu.stream().alloc_zeros(k * n).unwrap();
+/// let mut c: CudaSlice<f32> = gpu.stream().alloc_zeros(m * n).unwrap();
+/// let a = DeviceMatRef::new(a.as_view(), Layout::ColMajor, m, k, m)?;
+/// let b = DeviceMatRef::new(b.as_view(), Layout::RowMajor, k, n, n)?;
+/// let c = DeviceMatMut::new(c.as_view_mut(), Layout::RowMajor, m, n, n)?;
+/// gpu.gemm_device(1.0, a, b, 0.0, c)?;
+/// # Ok::<(), sgemm::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct DeviceMatRef<'a> {
+    pub(super) buf: CudaView<'a, f32>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+    /// Whether the first element is 16-byte aligned (what the 16-byte loads need).
+    pub(super) aligned: bool,
+}
+
+/// A `rows x cols` matrix in device memory that is written, borrowed from a cudarc buffer (a
+/// [`DeviceMatrix`], or `buf.as_view_mut()` / `buf.slice_mut(offset..)` of a caller's
+/// `CudaSlice<f32>`). Valid by construction, as [`DeviceMatRef`]. A GEMM writes only its
+/// `rows x cols` block, never the padding between lines.
+#[derive(Debug)]
+pub struct DeviceMatMut<'a> {
+    pub(super) buf: CudaViewMut<'a, f32>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    layout: Layout,
+}
+
+/// The shape accessors and the transpose, alike for both views.
+macro_rules! view_accessors {
+    () => {
+        /// Number of rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+
+        /// Number of columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+
+        /// Distance between rows (row-major) or columns (column-major), in elements.
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+
+        /// How the matrix is stored.
+        pub fn layout(&self) -> Layout {
+            self.layout
+        }
+
+        /// The transpose, `cols x rows`: the same buffer read with the other layout.
+        pub fn t(self) -> Self {
+            Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
+        }
+    };
+}
+
+impl<'a> DeviceMatRef<'a> {
+    /// A view of `buf` as a `rows x cols` matrix in `layout` with leading dimension `ld`.
+    /// Errors as for a host matrix when `ld` is too small or `buf` shorter than the span.
+    pub fn new(buf: CudaView<'a, f32>, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<Self> {
+        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
+        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        Ok(Self::of(buf, rows, cols, ld, layout))
+    }
+
+    /// A view whose span `buf` is known to hold.
+    fn of(buf: CudaView<'a, f32>, rows: usize, cols: usize, ld: usize, layout: Layout) -> Self {
+        let aligned = buf.device_ptr(buf.stream()).0.is_multiple_of(16);
+        Self { aligned, buf, rows, cols, ld, layout }
+    }
+
+    view_accessors!();
+
+    /// The viewed buffer.
+    pub fn buffer(&self) -> &CudaView<'a, f32> {
+        &self.buf
+    }
+}
+
+impl<'a> DeviceMatMut<'a> {
+    /// A view of `buf` as a `rows x cols` matrix in `layout` with leading dimension `ld`.
+    /// Errors as for a host matrix when `ld` is too small or `buf` shorter than the span.
+    pub fn new(
+        buf: CudaViewMut<'a, f32>,
+        layout: Layout,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<Self> {
+        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
+        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        Ok(Self { buf, rows, cols, ld, layout })
+    }
+
+    view_accessors!();
+
+    /// The viewed buffer.
+    pub fn buffer(&self) -> &CudaViewMut<'a, f32> {
+        &self.buf
+    }
+}
+
+impl<'a> From<&'a DeviceMatrix> for DeviceMatRef<'a> {
+    fn from(m: &'a DeviceMatrix) -> Self {
+        m.view()
+    }
+}
+
+impl<'a> From<&'a mut DeviceMatrix> for DeviceMatMut<'a> {
+    fn from(m: &'a mut DeviceMatrix) -> Self {
+        m.view_mut()
+    }
+}
+
+impl View for DeviceMatRef<'_> {
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn t(self) -> Self {
+        DeviceMatRef::t(self)
+    }
+}
+
+impl View for DeviceMatMut<'_> {
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn t(self) -> Self {
+        DeviceMatMut::t(self)
     }
 }
 
@@ -120,9 +288,10 @@ impl Gpu {
         Ok(d)
     }
 
-    /// Copies the `rows x cols` block of a device matrix into a host matrix of the same shape
-    /// (in any layout): the host padding is not written.
-    pub fn download(&self, d: &DeviceMatrix, out: &mut MatMut) -> Result<()> {
+    /// Copies the `rows x cols` block of a device matrix (a [`DeviceMatrix`] or a view) into
+    /// a host matrix of the same shape, in any layout: the host padding is not written.
+    pub fn download<'a>(&self, d: impl Into<DeviceMatRef<'a>>, out: &mut MatMut) -> Result<()> {
+        let d = d.into();
         if (d.rows, d.cols) != (out.rows, out.cols) {
             return Err(Error::DimensionMismatch(format!(
                 "cannot copy a {}x{} device matrix into a {}x{} host matrix",
@@ -134,7 +303,9 @@ impl Gpu {
         if d.rows == 0 || d.cols == 0 {
             return Ok(());
         }
-        let staged = self.loaded.stream.clone_dtoh(&d.buf).map_err(Error::cuda("copying to the host"))?;
+        let len = span(d.layout, d.rows, d.cols, d.ld);
+        let staged =
+            self.loaded.stream.clone_dtoh(&d.buf.slice(..len)).map_err(Error::cuda("copying to the host"))?;
         let staged = MatRef { data: &staged, rows: d.rows, cols: d.cols, ld: d.ld, layout: d.layout };
         if out.layout == d.layout {
             // Line by line (rows, or columns): whole contiguous runs.

@@ -12,13 +12,14 @@
 
 mod device_matrix;
 
-pub use device_matrix::DeviceMatrix;
+pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceSlice, DriverError,
+    LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use sgemm_kernels::helpers::{pad, scale, transpose};
@@ -26,6 +27,7 @@ use sgemm_kernels::production::{split_k, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
+use crate::semantics::{Work, with_row_major_c, work};
 use crate::{Error, Precision, Result};
 
 /// The embedded kernel modules of one architecture.
@@ -91,35 +93,15 @@ pub struct GpuKernel {
 
 impl GpuKernel {
     /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and `B`
-    /// (`n` columns) allow it (leading dimensions and row lengths multiples of 4; device
-    /// buffers start 256-byte aligned, so row starts are then 16-byte aligned and no vector
-    /// straddles a row's end), the scalar-load entry otherwise.
-    fn function_for(&self, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
+    /// (`n` columns) allow it (both start 16-byte aligned, and leading dimensions and row
+    /// lengths are multiples of 4, so every row starts 16-byte aligned and no vector straddles
+    /// a row's end), the scalar-load entry otherwise.
+    fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
         let fours = [lda, ldb, k, n].iter().all(|x| x.is_multiple_of(4));
         match &self.vec4 {
-            Some(vec4) if fours => vec4,
+            Some(vec4) if aligned && fours => vec4,
             _ => &self.function,
         }
-    }
-}
-
-/// An operand of a GEMM on the device, as a view: a buffer read as a `rows x cols` matrix.
-#[derive(Clone, Copy)]
-struct DeviceView<'a> {
-    buf: &'a CudaSlice<f32>,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    layout: Layout,
-}
-
-impl<'a> DeviceView<'a> {
-    fn of(m: &'a DeviceMatrix) -> Self {
-        Self { buf: &m.buf, rows: m.rows(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
-    }
-
-    fn t(self) -> Self {
-        Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
     }
 }
 
@@ -367,9 +349,8 @@ impl Gpu {
     /// the `m x n` block of `C` back (its padding is never written).
     pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
         check_gemm(a, b, &c.as_ref())?;
-        let kernel = self.chosen();
-        let scale_only = alpha == 0.0 || a.cols == 0;
-        if c.rows == 0 || c.cols == 0 || (scale_only && beta == 1.0) {
+        let work = work(c.rows, c.cols, a.cols, alpha, beta);
+        if work == Work::Nothing {
             return Ok(());
         }
         // With beta == 0 C is not read: skip its upload.
@@ -378,26 +359,28 @@ impl Gpu {
         } else {
             self.upload(&c.as_ref())?
         };
-        if scale_only {
+        if work == Work::ScaleC {
             // A and B are not read, so not copied either.
-            self.enqueue_scale_c(beta, &mut c_dev)?;
+            self.enqueue_scale_c(beta, c_dev.view_mut())?;
         } else {
             let (a_dev, b_dev) = (self.upload(a)?, self.upload(b)?);
-            self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
+            self.enqueue(self.chosen(), alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
         }
         self.download(&c_dev, c)
     }
 
-    /// `C = alpha * op(A) * op(B) + beta * C` on matrices already on the device (any layout;
-    /// pass `a.t()` for `A^T`); returns when the result is complete, so a fault inside the
-    /// kernel is this call's error.
-    pub fn gemm_device(
+    /// `C = alpha * op(A) * op(B) + beta * C` on matrices already on the device: each a
+    /// [`DeviceMatrix`] (`&a`, `&mut c`) or a view of any cudarc buffer of this handle's
+    /// context ([`DeviceMatRef`], [`DeviceMatMut`]), in any layout (pass `a.t()` for `A^T`).
+    /// Returns when the result is complete, so a fault inside the kernel is this call's error.
+    /// [`Error::WrongContext`] if a buffer belongs to another context.
+    pub fn gemm_device<'a, 'b, 'c>(
         &self,
         alpha: f32,
-        a: &DeviceMatrix,
-        b: &DeviceMatrix,
+        a: impl Into<DeviceMatRef<'a>>,
+        b: impl Into<DeviceMatRef<'b>>,
         beta: f32,
-        c: &mut DeviceMatrix,
+        c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
         self.enqueue(self.chosen(), alpha, a, b, beta, c)?;
         self.synchronize()
@@ -413,34 +396,33 @@ impl Gpu {
     /// than one grid can cover (`gridDim.y <= 65535` tiles) run as several launches over
     /// blocks of rows.
     ///
-    /// Quick returns follow BLAS: nothing when `m == 0` or `n == 0`, or when `beta == 1` and
-    /// `alpha == 0` or `k == 0`; otherwise `C = beta * C` without touching `A` and `B` when
-    /// `alpha == 0` or `k == 0`.
-    pub fn enqueue(
+    /// Quick returns follow the reference BLAS ([`Work`](crate::semantics::Work)).
+    pub fn enqueue<'a, 'b, 'c>(
         &self,
         kernel: &GpuKernel,
         alpha: f32,
-        a: &DeviceMatrix,
-        b: &DeviceMatrix,
+        a: impl Into<DeviceMatRef<'a>>,
+        b: impl Into<DeviceMatRef<'b>>,
         beta: f32,
-        c: &mut DeviceMatrix,
+        c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
-        check_shapes(a.dims(), b.dims(), c.dims())?;
-        let (a, b) = (DeviceView::of(a), DeviceView::of(b));
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        check_shapes((a.rows(), a.cols()), (b.rows(), b.cols()), (c.rows(), c.cols()))?;
+        for stream in [a.buf.stream(), b.buf.stream(), c.buf.stream()] {
+            if stream.context() != self.loaded.stream.context() {
+                return Err(Error::WrongContext);
+            }
+        }
         // C as the row-major matrix the kernels write: C itself, or C^T.
-        let (a, b, m, n) = match c.layout() {
-            Layout::RowMajor => (a, b, c.rows(), c.cols()),
-            Layout::ColMajor => (b.t(), a.t(), c.cols(), c.rows()),
-        };
-        let (k, ldc) = (a.cols, c.ld());
-        if m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
-            return Ok(());
+        let (a, b, mut c) = with_row_major_c(a, b, c);
+        let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
+        match work(m, n, k, alpha, beta) {
+            Work::Nothing => return Ok(()),
+            Work::ScaleC => return self.enqueue_scale_c(beta, c),
+            Work::Product => {}
         }
         let shape = (m, n, k);
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
-        if alpha == 0.0 || k == 0 {
-            return self.enqueue_scale_c(beta, c);
-        }
         // Operands the kernel cannot read as they are become row-major copies: transposed ones,
         // and for a kernel with only 16-byte loads, ones whose rows are not a multiple of 4
         // floats (K then rounded up, the added columns of A and rows of B zero). The copies
@@ -449,26 +431,28 @@ impl Gpu {
         let to4 = |x: usize| if vec4_only { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(a, (m, k), vec4_only)?;
-        let b_copy = self.readable(b, (k, n_b), vec4_only)?;
-        let (a_buf, lda) = a_copy.as_ref().map_or((a.buf, a.ld), |t| (t, k));
-        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf, b.ld), |t| (t, n_b));
+        let a_copy = self.readable(&a, (m, k), vec4_only)?;
+        let b_copy = self.readable(&b, (k, n_b), vec4_only)?;
+        // A scratch copy starts a fresh allocation: 256-byte aligned.
+        let aligned = (a_copy.is_some() || a.aligned) && (b_copy.is_some() || b.aligned);
+        let (a_buf, lda) = a_copy.as_ref().map_or((a.buf.slice(..), a.ld()), |t| (t.as_view(), k));
+        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf.slice(..), b.ld()), |t| (t.as_view(), n_b));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
         if kernel.spec.splits_k {
             let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
-                let (a, b) = ((a_buf, lda), (b_buf, ldb));
-                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, (&mut c.buf, ldc));
+                let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
-        let function = kernel.function_for(lda, ldb, k, n);
+        let function = kernel.function_for(aligned, lda, ldb, k, n);
         self.launch_rows(&kernel.spec, m32, |r0, rows| {
             let a_rows = a_buf.slice(r0 as usize * lda..);
             let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
             let mut launch = self.loaded.stream.launch_builder(function);
             launch.arg(&rows).arg(&n32).arg(&k32).arg(&alpha);
-            launch.arg(&a_rows).arg(&lda32).arg(b_buf).arg(&ldb32);
+            launch.arg(&a_rows).arg(&lda32).arg(&b_buf).arg(&ldb32);
             launch.arg(&beta).arg(&mut c_rows).arg(&ldc32);
             // SAFETY: every GEMM kernel takes (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
             // from row r0 on, A holds `rows x k` (lda) and C `rows x n` (ldc), B holds `k x n`
@@ -514,10 +498,11 @@ impl Gpu {
         slices: usize,
         (m, n, k): (usize, usize, usize),
         alpha: f32,
-        (a, lda): (&CudaSlice<f32>, usize),
-        (b, ldb): (&CudaSlice<f32>, usize),
+        (a, lda): (CudaView<f32>, usize),
+        (b, ldb): (CudaView<f32>, usize),
         beta: f32,
-        (c, ldc): (&mut CudaSlice<f32>, usize),
+        (mut c, ldc): (cudarc::driver::CudaViewMut<f32>, usize),
+        aligned: bool,
     ) -> Result<()> {
         let depth = k / slices / 4 * 4;
         let done = slices * depth;
@@ -529,10 +514,10 @@ impl Gpu {
         // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
-        let function = kernel.function_for(lda, ldb, depth, n);
+        let function = kernel.function_for(aligned, lda, ldb, depth, n);
         let mut launch = self.loaded.stream.launch_builder(function);
         launch.arg(&m32).arg(&n32).arg(&depth32).arg(&1.0f32);
-        launch.arg(a).arg(&lda32).arg(b).arg(&ldb32);
+        launch.arg(&a).arg(&lda32).arg(&b).arg(&ldb32);
         launch.arg(&0.0f32).arg(&mut workspace).arg(&n32);
         // SAFETY: the GEMM parameter list with the slice depth as k; slice z reads columns
         // z*depth.. of A and rows z*depth.. of B (all below k) and writes partial z of the
@@ -544,7 +529,7 @@ impl Gpu {
         let mut launch = self.loaded.stream.launch_builder(&self.loaded.split_k_reduce.function);
         launch.arg(&m32).arg(&n32).arg(&slices32).arg(&workspace).arg(&tail32);
         launch.arg(&a_tail).arg(&lda32).arg(&b_tail).arg(&ldb32);
-        launch.arg(&alpha).arg(&beta).arg(c).arg(&ldc32);
+        launch.arg(&alpha).arg(&beta).arg(&mut c).arg(&ldc32);
         // SAFETY: the parameter list of `sgemm_split_k_reduce`; the workspace holds the slices'
         // partials, A's and B's tails hold `m x tail` and `tail x n`, C `m x n` with ldc.
         unsafe { launch.launch(launch_config(&self.loaded.split_k_reduce.spec, m32, n32, 1)) }
@@ -555,7 +540,7 @@ impl Gpu {
 
     /// Queues `C = beta * C` (zeros without reading `C` when `beta == 0`): the whole GEMM when
     /// `alpha == 0` or `k == 0`.
-    fn enqueue_scale_c(&self, beta: f32, c: &mut DeviceMatrix) -> Result<()> {
+    fn enqueue_scale_c(&self, beta: f32, mut c: DeviceMatMut) -> Result<()> {
         // The kernel walks rows of a row-major matrix: C's lines, whichever its layout.
         let (n, m) = c.layout().extents(c.rows(), c.cols());
         let ldc = c.ld();
@@ -574,25 +559,26 @@ impl Gpu {
     }
 
     /// `None` when the kernel can read `x` as it is: row-major, `shape` rows and columns, and
-    /// with `aligned` a leading dimension that is a multiple of 4. Otherwise a row-major
+    /// with `aligned` 16-byte aligned with a leading dimension that is a multiple of 4. Otherwise a row-major
     /// `shape` copy with leading dimension `shape.1`, made on the device (queued on the
     /// stream): a column-major `x` by the `transpose` kernel, a row-major one by `pad`;
     /// elements beyond `x`'s own rows and columns are zero.
     fn readable(
         &self,
-        x: DeviceView,
+        x: &DeviceMatRef,
         shape: (usize, usize),
         aligned: bool,
     ) -> Result<Option<CudaSlice<f32>>> {
-        let padded = shape != (x.rows, x.cols);
-        if x.layout == Layout::RowMajor && !padded && (!aligned || x.ld.is_multiple_of(4)) {
+        let padded = shape != (x.rows(), x.cols());
+        if x.layout() == Layout::RowMajor && !padded && (!aligned || (x.aligned && x.ld().is_multiple_of(4)))
+        {
             return Ok(None);
         }
-        let kernel = if x.layout == Layout::RowMajor { "pad" } else { "transpose" };
+        let kernel = if x.layout() == Layout::RowMajor { "pad" } else { "transpose" };
         let [rows, cols, ld, rows_pad, cols_pad] =
-            to_u32([x.rows, x.cols, x.ld, shape.0, shape.1], (x.rows, x.cols, 0), kernel)?;
+            to_u32([x.rows(), x.cols(), x.ld(), shape.0, shape.1], (x.rows(), x.cols(), 0), kernel)?;
         let len = shape.0 * shape.1;
-        let mut dst = if x.layout == Layout::ColMajor && padded {
+        let mut dst = if x.layout() == Layout::ColMajor && padded {
             // The transpose writes x's rows x cols; the rest stays zero.
             self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
         } else {
@@ -600,11 +586,11 @@ impl Gpu {
             // anything reads it.
             unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
         };
-        if x.layout == Layout::RowMajor {
+        if x.layout() == Layout::RowMajor {
             let spec = &self.loaded.pad.spec;
             self.launch_rows(spec, rows_pad, |r0, n_rows| {
                 // Rows r0.. of the copy, from rows r0.. of x (none past x's own rows).
-                let src = x.buf.slice((r0 as usize * x.ld).min(x.buf.len())..);
+                let src = x.buf.slice((r0 as usize * x.ld()).min(x.buf.len())..);
                 let mut dst_rows = dst.slice_mut(r0 as usize * shape.1..);
                 let src_rows = rows.saturating_sub(r0).min(n_rows);
                 let mut launch = self.loaded.stream.launch_builder(&self.loaded.pad.function);
@@ -621,7 +607,7 @@ impl Gpu {
             // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
             let spec = &self.loaded.transpose.spec;
             self.launch_rows(spec, cols, |r0, src_rows| {
-                let src = x.buf.slice(r0 as usize * x.ld..);
+                let src = x.buf.slice(r0 as usize * x.ld()..);
                 // Rows r0.. of src are columns r0.. of the copy.
                 let mut dst_cols = dst.slice_mut(r0 as usize..);
                 let mut launch = self.loaded.stream.launch_builder(&self.loaded.transpose.function);
