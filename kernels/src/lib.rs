@@ -39,6 +39,7 @@ pub mod infra {
     #[cfg(target_arch = "nvptx64")]
     pub(crate) mod device;
     pub mod launch;
+    pub mod params;
     #[cfg(target_arch = "nvptx64")]
     pub mod ptx;
 }

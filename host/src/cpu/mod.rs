@@ -117,7 +117,9 @@ pub fn default_threads() -> usize {
 /// saves). `op(A)` and `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of
 /// `C` works.
 ///
-/// Quick returns follow the reference BLAS ([`Work`](crate::semantics::Work)).
+/// Quick returns follow the reference BLAS: nothing when `m == 0` or `n == 0`, or when
+/// `beta == 1` and `alpha == 0` or `k == 0`; else `C = beta * C` without reading `A` and `B`
+/// when `alpha == 0` or `k == 0`.
 pub fn gemm(
     kernel: Option<&str>,
     threads: Option<usize>,

@@ -14,16 +14,21 @@ mod device_matrix;
 
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
+use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceSlice, DriverError,
-    LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice,
+    DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
-use sgemm_kernels::helpers::{pad, scale, transpose};
-use sgemm_kernels::production::{split_k, warpgroup};
+use sgemm_kernels::helpers::pad::{self, PadParams};
+use sgemm_kernels::helpers::scale::{self, ScaleParams};
+use sgemm_kernels::helpers::transpose::{self, TransposeParams};
+use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
+use sgemm_kernels::production::split_k::{self, ReduceParams};
+use sgemm_kernels::production::warpgroup;
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
@@ -396,7 +401,9 @@ impl Gpu {
     /// than one grid can cover (`gridDim.y <= 65535` tiles) run as several launches over
     /// blocks of rows.
     ///
-    /// Quick returns follow the reference BLAS ([`Work`](crate::semantics::Work)).
+    /// Quick returns follow the reference BLAS: nothing when `m == 0` or `n == 0`, or when
+    /// `beta == 1` and `alpha == 0` or `k == 0`; else `C = beta * C` without reading `A` and `B`
+    /// when `alpha == 0` or `k == 0`.
     pub fn enqueue<'a, 'b, 'c>(
         &self,
         kernel: &GpuKernel,
@@ -448,19 +455,23 @@ impl Gpu {
         }
         let function = kernel.function_for(aligned, lda, ldb, k, n);
         self.launch_rows(&kernel.spec, m32, |r0, rows| {
-            let a_rows = a_buf.slice(r0 as usize * lda..);
-            let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
-            let mut launch = self.loaded.stream.launch_builder(function);
-            launch.arg(&rows).arg(&n32).arg(&k32).arg(&alpha);
-            launch.arg(&a_rows).arg(&lda32).arg(&b_buf).arg(&ldb32);
-            launch.arg(&beta).arg(&mut c_rows).arg(&ldc32);
-            // SAFETY: every GEMM kernel takes (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-            // from row r0 on, A holds `rows x k` (lda) and C `rows x n` (ldc), B holds `k x n`
-            // (spans checked when the matrices were made, scratch copies sized here); C is a
-            // distinct allocation from A and B (it is borrowed mutably); the launch uses the
-            // kernel's geometry.
-            unsafe { launch.launch(launch_config(&kernel.spec, rows, n32, 1)) }
-                .map(drop)
+            let mut params = GemmParams {
+                m: rows,
+                n: n32,
+                k: k32,
+                alpha,
+                a: a_buf.slice(r0 as usize * lda..),
+                lda: lda32,
+                b: b_buf.slice(..),
+                ldb: ldb32,
+                beta,
+                c: c.buf.slice_mut(r0 as usize * ldc..),
+                ldc: ldc32,
+            };
+            // SAFETY: from row r0 on, A holds `rows x k` (lda) and C `rows x n` (ldc), B holds
+            // `k x n` (spans checked when the views were made, scratch copies sized here); C
+            // does not overlap A or B (it is borrowed mutably); the kernel's own geometry.
+            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, 1), &mut params) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The scratch copies are freed here, ordered on the stream after the launches.
@@ -501,7 +512,7 @@ impl Gpu {
         (a, lda): (CudaView<f32>, usize),
         (b, ldb): (CudaView<f32>, usize),
         beta: f32,
-        (mut c, ldc): (cudarc::driver::CudaViewMut<f32>, usize),
+        (c, ldc): (CudaViewMut<f32>, usize),
         aligned: bool,
     ) -> Result<()> {
         let depth = k / slices / 4 * 4;
@@ -515,25 +526,45 @@ impl Gpu {
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
         let function = kernel.function_for(aligned, lda, ldb, depth, n);
-        let mut launch = self.loaded.stream.launch_builder(function);
-        launch.arg(&m32).arg(&n32).arg(&depth32).arg(&1.0f32);
-        launch.arg(&a).arg(&lda32).arg(&b).arg(&ldb32);
-        launch.arg(&0.0f32).arg(&mut workspace).arg(&n32);
-        // SAFETY: the GEMM parameter list with the slice depth as k; slice z reads columns
-        // z*depth.. of A and rows z*depth.. of B (all below k) and writes partial z of the
-        // workspace (slices x m x n); the launch uses the kernel's geometry with z = slices.
-        unsafe { launch.launch(launch_config(&kernel.spec, m32, n32, slices32)) }
+        let mut slices_params = GemmParams {
+            m: m32,
+            n: n32,
+            k: depth32,
+            alpha: 1.0,
+            a: a.slice(..),
+            lda: lda32,
+            b: b.slice(..),
+            ldb: ldb32,
+            beta: 0.0,
+            c: workspace.as_view_mut(),
+            ldc: n32,
+        };
+        // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
+        // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
+        // the kernel's geometry with z = slices.
+        unsafe { self.launch(function, launch_config(&kernel.spec, m32, n32, slices32), &mut slices_params) }
             .map_err(Error::cuda("launching split_k"))?;
         let (a_tail, b_tail) =
             if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
-        let mut launch = self.loaded.stream.launch_builder(&self.loaded.split_k_reduce.function);
-        launch.arg(&m32).arg(&n32).arg(&slices32).arg(&workspace).arg(&tail32);
-        launch.arg(&a_tail).arg(&lda32).arg(&b_tail).arg(&ldb32);
-        launch.arg(&alpha).arg(&beta).arg(&mut c).arg(&ldc32);
-        // SAFETY: the parameter list of `sgemm_split_k_reduce`; the workspace holds the slices'
-        // partials, A's and B's tails hold `m x tail` and `tail x n`, C `m x n` with ldc.
-        unsafe { launch.launch(launch_config(&self.loaded.split_k_reduce.spec, m32, n32, 1)) }
-            .map(drop)
+        let reduce = &self.loaded.split_k_reduce;
+        let mut params = ReduceParams {
+            m: m32,
+            n: n32,
+            slices: slices32,
+            workspace: workspace.as_view(),
+            tail: tail32,
+            a: a_tail,
+            lda: lda32,
+            b: b_tail,
+            ldb: ldb32,
+            alpha,
+            beta,
+            c,
+            ldc: ldc32,
+        };
+        // SAFETY: the workspace holds the slices' partials, A's and B's tails hold `m x tail`
+        // and `tail x n`, C `m x n` with ldc, apart from the others.
+        unsafe { self.launch(&reduce.function, launch_config(&reduce.spec, m32, n32, 1), &mut params) }
             .map_err(Error::cuda("launching split_k_reduce"))
         // The workspace is freed here, ordered on the stream after the reduction.
     }
@@ -546,14 +577,12 @@ impl Gpu {
         let ldc = c.ld();
         let [m32, n32, ldc32] = to_u32([m, n, ldc], (m, n, 0), "scale_c")?;
         self.launch_rows(&self.loaded.scale_c.spec, m32, |r0, rows| {
-            let mut c_rows = c.buf.slice_mut(r0 as usize * ldc..);
-            let mut launch = self.loaded.stream.launch_builder(&self.loaded.scale_c.function);
-            launch.arg(&rows).arg(&n32).arg(&beta).arg(&mut c_rows).arg(&ldc32);
-            // SAFETY: the argument list matches `sgemm_scale_c`; from row r0 on, C holds
-            // `rows x n` with `ldc` (its span was checked when it was made), and the launch
-            // uses the kernel's own geometry.
-            unsafe { launch.launch(launch_config(&self.loaded.scale_c.spec, rows, n32, 1)) }
-                .map(drop)
+            let scale = &self.loaded.scale_c;
+            let mut params =
+                ScaleParams { m: rows, n: n32, beta, c: c.buf.slice_mut(r0 as usize * ldc..), ldc: ldc32 };
+            // SAFETY: from row r0 on, C holds `rows x n` with `ldc` (its span was checked when
+            // it was made); the kernel's own geometry.
+            unsafe { self.launch(&scale.function, launch_config(&scale.spec, rows, n32, 1), &mut params) }
                 .map_err(Error::cuda("launching scale_c"))
         })
     }
@@ -590,37 +619,64 @@ impl Gpu {
             let spec = &self.loaded.pad.spec;
             self.launch_rows(spec, rows_pad, |r0, n_rows| {
                 // Rows r0.. of the copy, from rows r0.. of x (none past x's own rows).
-                let src = x.buf.slice((r0 as usize * x.ld()).min(x.buf.len())..);
-                let mut dst_rows = dst.slice_mut(r0 as usize * shape.1..);
-                let src_rows = rows.saturating_sub(r0).min(n_rows);
-                let mut launch = self.loaded.stream.launch_builder(&self.loaded.pad.function);
-                launch.arg(&src_rows).arg(&cols).arg(&src).arg(&ld);
-                launch.arg(&n_rows).arg(&cols_pad).arg(&mut dst_rows);
-                // SAFETY: the argument list matches `sgemm_pad`; from row r0 on, src holds
-                // `src_rows x cols` with ld (x's span was checked when it was made) and
-                // dst_rows `n_rows x cols_pad` contiguous; distinct allocations.
-                unsafe { launch.launch(launch_config(spec, n_rows, cols_pad, 1)) }
-                    .map(drop)
+                let mut params = PadParams {
+                    rows: rows.saturating_sub(r0).min(n_rows),
+                    cols,
+                    a: x.buf.slice((r0 as usize * x.ld()).min(x.buf.len())..),
+                    lda: ld,
+                    rows_pad: n_rows,
+                    cols_pad,
+                    b: dst.slice_mut(r0 as usize * shape.1..),
+                };
+                // SAFETY: from row r0 on, `a` holds the source rows left (at most n_rows) x
+                // cols with ld (x's span was checked when it was made) and `b` `n_rows x
+                // cols_pad` contiguous; distinct allocations; the kernel's own geometry.
+                let function = &self.loaded.pad.function;
+                unsafe { self.launch(function, launch_config(spec, n_rows, cols_pad, 1), &mut params) }
                     .map_err(Error::cuda("launching pad"))
             })?;
         } else {
             // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
             let spec = &self.loaded.transpose.spec;
             self.launch_rows(spec, cols, |r0, src_rows| {
-                let src = x.buf.slice(r0 as usize * x.ld()..);
                 // Rows r0.. of src are columns r0.. of the copy.
-                let mut dst_cols = dst.slice_mut(r0 as usize..);
-                let mut launch = self.loaded.stream.launch_builder(&self.loaded.transpose.function);
-                launch.arg(&src_rows).arg(&rows).arg(&src).arg(&ld).arg(&mut dst_cols).arg(&cols_pad);
-                // SAFETY: the argument list matches `sgemm_transpose`; from row r0 on, src
-                // holds `src_rows x rows` with its ld, and dst from column r0 on holds the
-                // `rows x src_rows` transpose with ld `cols_pad`; distinct allocations.
-                unsafe { launch.launch(launch_config(spec, src_rows, rows, 1)) }
-                    .map(drop)
+                let mut params = TransposeParams {
+                    rows: src_rows,
+                    cols: rows,
+                    a: x.buf.slice(r0 as usize * x.ld()..),
+                    lda: ld,
+                    b: dst.slice_mut(r0 as usize..),
+                    ldb: cols_pad,
+                };
+                // SAFETY: from row r0 on, src holds `src_rows x rows` with its ld, and dst from
+                // column r0 on holds the `rows x src_rows` transpose with ld `cols_pad`;
+                // distinct allocations; the kernel's own geometry.
+                let function = &self.loaded.transpose.function;
+                unsafe { self.launch(function, launch_config(spec, src_rows, rows, 1), &mut params) }
                     .map_err(Error::cuda("launching transpose"))
             })?;
         }
         Ok(Some(dst))
+    }
+
+    /// Queues `function` over `config` with `params`, which push themselves in the order of
+    /// the entry point's parameter list (both come from one declaration, see
+    /// `sgemm_kernels::infra::params`).
+    ///
+    /// # Safety
+    /// `function` is the entry point `params` were declared for, `params` satisfy its contract
+    /// (every matrix valid for its shape, the output apart from the inputs) and `config` is
+    /// the kernel's geometry.
+    unsafe fn launch<'p, 'v: 'p, P: PushParams<'p, Sink<'p, 'v>>>(
+        &'p self,
+        function: &'p CudaFunction,
+        config: LaunchConfig,
+        params: &'p mut P,
+    ) -> Result<(), DriverError> {
+        let mut sink = Sink(self.loaded.stream.launch_builder(function), PhantomData);
+        params.push(&mut sink);
+        // SAFETY: the caller's contract.
+        unsafe { sink.0.launch(config) }.map(drop)
     }
 
     /// Calls `launch(r0, rows)` for consecutive blocks of at most `spec`'s grid limit of rows
@@ -672,6 +728,31 @@ fn load_kernel(module: &Arc<CudaModule>, spec: KernelSpec) -> Result<GpuKernel> 
     Ok(GpuKernel { spec, function, vec4 })
 }
 
+/// A launch being built: what a kernel's parameter struct pushes itself into, with matrices as
+/// views of device buffers.
+struct Sink<'p, 'v>(LaunchArgs<'p>, PhantomData<&'v ()>);
+
+impl<'p, 'v: 'p> ParamSink<'p> for Sink<'p, 'v> {
+    type In = CudaView<'v, f32>;
+    type Out = CudaViewMut<'v, f32>;
+
+    fn u32(&mut self, value: &'p u32) {
+        self.0.arg(value);
+    }
+
+    fn f32(&mut self, value: &'p f32) {
+        self.0.arg(value);
+    }
+
+    fn input(&mut self, value: &'p CudaView<'v, f32>) {
+        self.0.arg(value);
+    }
+
+    fn output(&mut self, value: &'p mut CudaViewMut<'v, f32>) {
+        self.0.arg(value);
+    }
+}
+
 /// `values` as the `u32` sizes the kernels take, or [`Error::ShapeTooLarge`] naming `kernel` and
 /// the call's `(m, n, k)` when one does not fit.
 fn to_u32<const N: usize>(
@@ -707,5 +788,111 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
     move |e| match e.0 {
         CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfDeviceMemory { bytes },
         _ => Error::Cuda { during: "allocating device memory", source: e },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the PTX type of each parameter a struct pushes.
+    struct PtxTypes(Vec<&'static str>);
+
+    impl<'p> ParamSink<'p> for PtxTypes {
+        type In = ();
+        type Out = ();
+
+        fn u32(&mut self, _: &'p u32) {
+            self.0.push(".u32");
+        }
+
+        fn f32(&mut self, _: &'p f32) {
+            self.0.push(".f32");
+        }
+
+        fn input(&mut self, _: &'p ()) {
+            self.0.push(".u64");
+        }
+
+        fn output(&mut self, _: &'p mut ()) {
+            self.0.push(".u64");
+        }
+    }
+
+    fn pushed<'p, P: PushParams<'p, PtxTypes>>(params: &'p mut P) -> Vec<&'static str> {
+        let mut types = PtxTypes(Vec::new());
+        params.push(&mut types);
+        types.0
+    }
+
+    /// `(entry, parameter types)` of every entry point of a PTX module.
+    fn entries(ptx: &str) -> Vec<(String, Vec<String>)> {
+        ptx.split(".entry ")
+            .skip(1)
+            .map(|entry| {
+                let (name, rest) = entry.split_once('(').unwrap();
+                let list = rest.split_once(')').unwrap().0;
+                let types = list.split(',').filter_map(|p| p.split_whitespace().nth(1)).map(String::from);
+                (name.trim().to_string(), types.collect())
+            })
+            .collect()
+    }
+
+    /// Every entry point of every embedded module takes exactly the parameters its host-side
+    /// struct pushes, in that order: the declaration the two share cannot drift from the PTX.
+    #[test]
+    fn every_entry_point_takes_what_the_host_pushes() {
+        let gemm = pushed(&mut GemmParams {
+            m: 0,
+            n: 0,
+            k: 0,
+            alpha: 0.0,
+            a: (),
+            lda: 0,
+            b: (),
+            ldb: 0,
+            beta: 0.0,
+            c: (),
+            ldc: 0,
+        });
+        let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0 });
+        let pad = pushed(&mut PadParams { rows: 0, cols: 0, a: (), lda: 0, rows_pad: 0, cols_pad: 0, b: () });
+        let transpose = pushed(&mut TransposeParams { rows: 0, cols: 0, a: (), lda: 0, b: (), ldb: 0 });
+        let reduce = pushed(&mut ReduceParams {
+            m: 0,
+            n: 0,
+            slices: 0,
+            workspace: (),
+            tail: 0,
+            a: (),
+            lda: 0,
+            b: (),
+            ldb: 0,
+            alpha: 0.0,
+            beta: 0.0,
+            c: (),
+            ldc: 0,
+        });
+        let gemm_entries: Vec<&str> =
+            GEMM_KERNELS.iter().flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry)).collect();
+        let mut checked = 0;
+        for (major, minor) in [(8, 0), (9, 0)] {
+            let images = images_for(major, minor).unwrap();
+            for ptx in [images.production_ptx, images.ladder_ptx] {
+                for (name, types) in entries(ptx) {
+                    let expected = match name.as_str() {
+                        n if n == scale::SPEC.entry => &scale,
+                        n if n == pad::SPEC.entry => &pad,
+                        n if n == transpose::SPEC.entry => &transpose,
+                        n if n == split_k::REDUCE.entry => &reduce,
+                        n if gemm_entries.contains(&n) => &gemm,
+                        _ => panic!("entry point {name} has no parameter declaration on the host"),
+                    };
+                    assert_eq!(&types, expected, "{} {name}", images.arch);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 40, "only {checked} entry points found");
     }
 }

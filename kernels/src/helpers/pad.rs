@@ -15,9 +15,15 @@ pub const SPEC: KernelSpec = KernelSpec::elementwise(
     "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
 );
 
+crate::infra::params::kernel_params! { $ pad_entry,
+    /// [`sgemm_pad`](self)'s parameters: `a` is row-major `rows x cols` with `lda`, `b`
+    /// row-major `rows_pad x cols_pad`, contiguous.
+    PadParams<In, Out> { rows: u32, cols: u32, a: In, lda: u32, rows_pad: u32, cols_pad: u32, b: Out }
+}
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::SPEC;
+    use super::{PadParams, SPEC, pad_entry};
     use crate::infra::device::*;
     use crate::infra::ptx::ld_global_nc_f32;
 
@@ -28,16 +34,7 @@ mod device_code {
     /// `a` is a row-major `rows x cols` matrix with `lda >= cols`, `b` a row-major
     /// `rows_pad x cols_pad` buffer (`rows_pad >= rows`, `cols_pad >= cols`) apart from `a`;
     /// launched with [`SPEC`]'s block over a `rows_pad x cols_pad` grid.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_pad(
-        rows: u32,
-        cols: u32,
-        a: *const f32,
-        lda: u32,
-        rows_pad: u32,
-        cols_pad: u32,
-        b: *mut f32,
-    ) {
+    unsafe fn pad(PadParams { rows, cols, a, lda, rows_pad, cols_pad, b }: PadParams<*const f32, *mut f32>) {
         let (row, col) = element(&SPEC);
         if row < rows_pad && col < cols_pad {
             // SAFETY: the load is guarded to A's rows x cols; row < rows_pad, col < cols_pad is
@@ -47,5 +44,10 @@ mod device_code {
                 *b.add(offset(row, col, cols_pad)) = x;
             }
         }
+    }
+
+    pad_entry! {
+        /// [`pad`]'s entry point.
+        sgemm_pad => pad
     }
 }

@@ -8,9 +8,14 @@ use crate::infra::launch::KernelSpec;
 pub const SPEC: KernelSpec =
     KernelSpec::elementwise("scale_c", "sgemm_scale_c", "C = beta * C (the GEMM when alpha = 0 or k = 0)");
 
+crate::infra::params::kernel_params! { $ scale_c_entry,
+    /// [`sgemm_scale_c`](self)'s parameters: `C` is row-major `m x n` with `ldc`.
+    ScaleParams<Out> { m: u32, n: u32, beta: f32, c: Out, ldc: u32 }
+}
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::SPEC;
+    use super::{SPEC, ScaleParams, scale_c_entry};
     use crate::infra::device::*;
 
     /// `C = beta * C` on the `m x n` block of `C`; `C` is not read when `beta == 0`.
@@ -18,8 +23,7 @@ mod device_code {
     /// # Safety
     /// `c` is a device pointer to a row-major `m x n` matrix with `ldc >= n`; launched with
     /// [`SPEC`]'s block and grid.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_scale_c(m: u32, n: u32, beta: f32, c: *mut f32, ldc: u32) {
+    unsafe fn scale_c(ScaleParams { m, n, beta, c, ldc }: ScaleParams<*mut f32>) {
         let (row, col) = element(&SPEC);
         if row < m && col < n {
             // SAFETY: row < m, col < n: inside C.
@@ -28,5 +32,10 @@ mod device_code {
                 *c = if beta == 0.0 { 0.0 } else { beta * *c };
             }
         }
+    }
+
+    scale_c_entry! {
+        /// `C = beta * C`: [`scale_c`]'s entry point.
+        sgemm_scale_c => scale_c
     }
 }

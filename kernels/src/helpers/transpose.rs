@@ -32,9 +32,15 @@ pub const SPEC: KernelSpec = KernelSpec {
     module: Module::Production,
 };
 
+crate::infra::params::kernel_params! { $ transpose_entry,
+    /// [`sgemm_transpose`](self)'s parameters: `a` is row-major `rows x cols` with `lda`, `b`
+    /// row-major `cols x rows` with `ldb`.
+    TransposeParams<In, Out> { rows: u32, cols: u32, a: In, lda: u32, b: Out, ldb: u32 }
+}
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{ROWS_PER_PASS, SMEM_LD, SPEC, TILE};
+    use super::{ROWS_PER_PASS, SMEM_LD, SPEC, TILE, TransposeParams, transpose_entry};
     use crate::infra::device::*;
     use crate::infra::ptx::ld_global_nc_f32;
 
@@ -44,14 +50,8 @@ mod device_code {
     /// # Safety
     /// `a` and `b` are device pointers to those matrices, not overlapping; launched with
     /// [`SPEC`]'s block, shared memory and grid (`SPEC.grid(rows, cols)`).
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn sgemm_transpose(
-        rows: u32,
-        cols: u32,
-        a: *const f32,
-        lda: u32,
-        b: *mut f32,
-        ldb: u32,
+    unsafe fn transpose(
+        TransposeParams { rows, cols, a, lda, b, ldb }: TransposeParams<*const f32, *mut f32>,
     ) {
         let tile = dynamic_shared_f32();
         let (tx, ty) = (thread_x(), thread_y());
@@ -75,5 +75,10 @@ mod device_code {
                 unsafe { *b.add(offset(j, i, ldb)) = *tile.add((tx * SMEM_LD + ty + pass) as usize) };
             }
         }
+    }
+
+    transpose_entry! {
+        /// [`transpose`]'s entry point.
+        sgemm_transpose => transpose
     }
 }

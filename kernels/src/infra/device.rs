@@ -4,6 +4,7 @@
 use core::arch::nvptx;
 
 use crate::infra::launch::KernelSpec;
+pub(crate) use crate::infra::params::GemmParams;
 use crate::infra::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
 
 #[panic_handler]
@@ -235,23 +236,10 @@ pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
     }
 }
 
-/// The arguments of every GEMM kernel, in the launch order of [`crate::infra::launch`]. The entry
-/// points (declared by [`gemm_entry!`]) receive them as separate PTX parameters and pass them
-/// on as one value.
-#[derive(Clone, Copy)]
-pub struct GemmArgs {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    pub alpha: f32,
-    pub a: *const f32,
-    pub lda: u32,
-    pub b: *const f32,
-    pub ldb: u32,
-    pub beta: f32,
-    pub c: *mut f32,
-    pub ldc: u32,
-}
+/// The parameters of every GEMM kernel as the device sees them ([`GemmParams`] with raw
+/// pointers). The entry points (declared by [`gemm_entry!`]) receive them as separate PTX
+/// parameters and pass them on as one value.
+pub type GemmArgs = GemmParams<*const f32, *mut f32>;
 
 /// Declares a PTX entry point with the GEMM parameter list that calls `$body(GemmArgs)`.
 ///
@@ -268,30 +256,15 @@ macro_rules! gemm_entry {
         $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] $($entry)*);
     };
     (@cfg [$cfg:meta] $(#[$attr:meta])* $name:ident => $body:expr) => {
-        $(#[$attr])*
-        ///
-        /// # Safety
-        /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes and
-        /// leading dimensions, `C` apart from `A` and `B`, launched with this module's `SPEC`.
-        #[cfg($cfg)]
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            m: u32,
-            n: u32,
-            k: u32,
-            alpha: f32,
-            a: *const f32,
-            lda: u32,
-            b: *const f32,
-            ldb: u32,
-            beta: f32,
-            c: *mut f32,
-            ldc: u32,
-        ) {
-            let args = $crate::infra::device::GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
-            // SAFETY: the entry's contract is the body's (above).
-            unsafe { $body(args) }
+        $crate::infra::params::gemm_params_entry! {
+            $(#[$attr])*
+            ///
+            /// # Safety
+            /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
+            /// and leading dimensions, `C` apart from `A` and `B`, launched with this module's
+            /// `SPEC`.
+            #[cfg($cfg)]
+            $name => $body
         }
     };
 }

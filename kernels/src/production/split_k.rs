@@ -35,9 +35,19 @@ pub const REDUCE: KernelSpec = KernelSpec::elementwise(
     "C = alpha * (sum of the K slices' partial products) + beta * C",
 );
 
+crate::infra::params::kernel_params! { $ reduce_entry,
+    /// [`sgemm_split_k_reduce`](self)'s parameters: `workspace` holds `slices` row-major
+    /// `m x n` partials back to back; `a` (`m x tail`, `lda`) and `b` (`tail x n`, `ldb`) are
+    /// the columns of `A` and rows of `B` the slices left over; `C` is `m x n` with `ldc`.
+    ReduceParams<In, Out> {
+        m: u32, n: u32, slices: u32, workspace: In, tail: u32, a: In, lda: u32, b: In, ldb: u32,
+        alpha: f32, beta: f32, c: Out, ldc: u32,
+    }
+}
+
 #[cfg(target_arch = "nvptx64")]
 pub(crate) mod device_code {
-    use super::REDUCE;
+    use super::{REDUCE, ReduceParams, reduce_entry};
     use crate::infra::device::*;
     use crate::ladder::double_buffering::device_code::gemm;
 
@@ -94,23 +104,11 @@ pub(crate) mod device_code {
     /// `workspace` holds `slices` row-major `m x n` matrices back to back; `a` is valid for
     /// `m x tail` with `lda`, `b` for `tail x n` with `ldb`; `c` for `m x n` with `ldc`;
     /// launched with [`REDUCE`]'s block and grid.
-    #[cfg(not(feature = "ladder"))]
-    #[unsafe(no_mangle)]
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe extern "ptx-kernel" fn sgemm_split_k_reduce(
-        m: u32,
-        n: u32,
-        slices: u32,
-        workspace: *const f32,
-        tail: u32,
-        a: *const f32,
-        lda: u32,
-        b: *const f32,
-        ldb: u32,
-        alpha: f32,
-        beta: f32,
-        c: *mut f32,
-        ldc: u32,
+    unsafe fn reduce(
+        ReduceParams { m, n, slices, workspace, tail, a, lda, b, ldb, alpha, beta, c, ldc }: ReduceParams<
+            *const f32,
+            *mut f32,
+        >,
     ) {
         let (row, col) = element(&REDUCE);
         if row < m && col < n {
@@ -125,5 +123,11 @@ pub(crate) mod device_code {
                 update_c(c.add(offset(row, col, ldc)), alpha, sum + rest, beta);
             }
         }
+    }
+
+    reduce_entry! {
+        /// The split-K reduction: [`reduce`]'s entry point.
+        #[cfg(not(feature = "ladder"))]
+        sgemm_split_k_reduce => reduce
     }
 }
