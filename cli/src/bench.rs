@@ -240,7 +240,7 @@ impl Problem {
     /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0).
     fn error(&self, c: &[f32]) -> f64 {
         let (a, b, c0) = self.views();
-        let rows = reference::sample_rows(self.n, 16);
+        let rows = reference::sample_rows(self.n, reference::sample_count(self.n, self.n));
         reference::compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(c, self.n, self.n), rows).max_error
     }
 }
@@ -279,6 +279,8 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} / ~{duration}]")
             .expect("a valid template"),
     );
+    // Rates in the unit that suits the backend: TFLOP/s on a GPU, GFLOP/s on a CPU.
+    let (unit, per_unit) = if engine.gpu().is_some() { ("TFLOP/s", 1.0) } else { ("GFLOP/s", 1e3) };
     say(
         &progress,
         format!(
@@ -289,7 +291,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
             "mean ms",
             "median ms",
             "spread",
-            "TFLOP/s",
+            unit,
             "peer",
             "ratio",
             "of peak",
@@ -344,8 +346,8 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                         row.seconds * 1e3,
                         row.median_seconds * 1e3,
                         row.spread * 100.0,
-                        row.tflops,
-                        row.peer_tflops.map_or("-".into(), |p| format!("{p:.3}")),
+                        row.tflops * per_unit,
+                        row.peer_tflops.map_or("-".into(), |p| format!("{:.3}", p * per_unit)),
                         row.ratio.map_or("-".into(), |r| format!("{r:.3}")),
                         row.peak_fraction.map_or("-".into(), |f| format!("{:.1}%", f * 100.0)),
                         row.max_rel_err,

@@ -212,9 +212,10 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
         args.iters
     );
 
+    let sampled = reference::sample_count(n, k);
     let check = |c: &[f32]| -> Option<f64> {
         (!args.no_check).then(|| {
-            let rows = reference::sample_rows(m, 16);
+            let rows = reference::sample_rows(m, sampled);
             reference::compare(args.alpha, &a, &b, args.beta, &c0, &MatRef { data: c, ..c0 }, rows).max_error
         })
     };
@@ -232,7 +233,9 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
 
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
     let tolerance = reference::TOLERANCE;
-    println!("{:<16} {:>12} {:>10} {:>14}", "kernel", "median ms", "TFLOP/s", "max rel err");
+    // Rates in the unit that suits the backend: TFLOP/s on a GPU, GFLOP/s on a CPU.
+    let (unit, per_second) = if engine.gpu().is_some() { ("TFLOP/s", 1e12) } else { ("GFLOP/s", 1e9) };
+    println!("{:<16} {:>12} {:>10} {:>14}", "kernel", "median ms", unit, "max rel err");
     let mut ok = true;
     for row in &rows {
         let err = match row.max_error {
@@ -242,12 +245,13 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
             }
             None => "-".into(),
         };
-        let tflops = flops / (row.median_ms * 1e-3) / 1e12;
-        println!("{:<16} {:>12.3} {:>10.3} {:>14}", row.kernel, row.median_ms, tflops, err);
+        let rate = flops / (row.median_ms * 1e-3) / per_second;
+        println!("{:<16} {:>12.3} {:>10.3} {:>14}", row.kernel, row.median_ms, rate, err);
     }
     if !args.no_check {
         println!(
-            "(error: |c - ref| / (|alpha| sum|a||b| + |beta c|) on 16 sampled rows, tolerance {tolerance:.2e})"
+            "(error: |c - ref| / (|alpha| sum|a||b| + |beta c|) on {} sampled rows, tolerance {tolerance:.2e})",
+            sampled.min(m)
         );
     }
     Ok(ok)
