@@ -21,7 +21,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sgemm::{Backend, Error, Gpu, MatMut, MatRef};
 use sgemm_check::reference;
 
@@ -70,7 +70,7 @@ pub struct BenchArgs {
 }
 
 /// The JSON record of one `gemm bench` run.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Record {
     pub device: String,
     pub backend: String,
@@ -84,7 +84,7 @@ pub struct Record {
 }
 
 /// One kernel at one size.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Row {
     pub backend: String,
     /// The name asked for (`auto` for the automatic choice).
@@ -122,7 +122,7 @@ pub struct Row {
 }
 
 /// A timed run of anything (our kernel or a peer).
-#[derive(Clone, Serialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Timing {
     pub name: String,
     pub seconds: f64,

@@ -11,6 +11,7 @@ mod cpu_peers;
 mod cublas;
 mod fma_peak;
 mod plot;
+mod report;
 mod timing;
 
 use clap::{Args, Parser, Subcommand};
@@ -38,6 +39,9 @@ enum Command {
     /// The magnitude suite: operands from subnormal to near f32::MAX, on each precision
     /// policy (and cuBLAS with --peer), as a table of normalized errors per case.
     Accuracy(accuracy::AccuracyArgs),
+    /// Print a benchmark record's table, or regenerate the tables of a Markdown document
+    /// from the records its `<!-- gemm report RECORD -->` blocks name (--check: only compare).
+    Report(report::ReportArgs),
     /// Run the correctness suite on every kernel of the backend (odd shapes, alpha/beta,
     /// padded leading dimensions, beta = 0 with NaN in C).
     Selftest {
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Some(Command::Selftest { backend }) => selftest(backend).map_err(Into::into),
         Some(Command::Accuracy(args)) => accuracy::accuracy(&args).map_err(Into::into),
+        Some(Command::Report(args)) => report::report(&args).map_err(Into::into),
         Some(Command::Bench(args)) => {
             let command = std::env::args().collect::<Vec<_>>().join(" ");
             bench::bench(&args, command)
