@@ -26,6 +26,8 @@ pub fn row(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c0: &MatRef, i: usize)
     let a_row: Vec<f64> = (0..k).map(|p| a.at(i, p) as f64).collect();
     let mut sums = vec![(0.0f64, 0.0f64); n];
     match b.layout {
+        // An empty B (k == 0 or n == 0) may be an empty slice: no products to add.
+        _ if k == 0 || n == 0 => {}
         Layout::RowMajor => {
             for (p, &x) in a_row.iter().enumerate() {
                 let b_row = &b.data[p * b.ld..][..n];
