@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The BLAS drop-in as its users meet it: builds libsgemm_blas (shared and static), then links
+# and runs the C check (blas/examples/check.c) against each, the Fortran check
+# (blas/examples/check.f90, gfortran) against the shared one, and numpy's float32 products
+# through LD_PRELOAD (blas/examples/numpy_preload.py, Debian's python3-numpy). Needs gcc,
+# gfortran and python3-numpy (CI installs them). BIN=<folder> keeps the executables there (for
+# a machine without compilers: scripts/devbuild.sh carries them to the GPU machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p sgemm-blas
+lib=$PWD/target/release
+bin=${BIN:-$(mktemp -d)}
+mkdir -p "$bin"
+cp "$lib/libsgemm_blas.so" "$bin/"
+# The executables find the library beside them ($ORIGIN), wherever the folder goes.
+rpath='-Wl,-rpath,$ORIGIN'
+gcc -O2 -Wall -Wextra -Werror -Iblas/include blas/examples/check.c -L"$bin" -lsgemm_blas "$rpath" -lm -lpthread \
+  -o "$bin/check-c"
+gcc -O2 -Iblas/include blas/examples/check.c "$lib/libsgemm_blas.a" -lm -lpthread -ldl -o "$bin/check-c-static"
+gfortran -O2 blas/examples/check.f90 -L"$bin" -lsgemm_blas "$rpath" -o "$bin/check-fortran"
+cp blas/examples/numpy_preload.py "$bin/"
+[ -n "${BUILD_ONLY:-}" ] && exit 0
+echo "== C, shared library";  "$bin/check-c"
+echo "== C, static library";  "$bin/check-c-static"
+echo "== Fortran";            "$bin/check-fortran"
+echo "== numpy through LD_PRELOAD"
+/usr/bin/python3 "$bin/numpy_preload.py" "$bin/libsgemm_blas.so"

@@ -1,0 +1,291 @@
+//! SGEMM as a BLAS drop-in: the reference BLAS's `sgemm_` (Fortran) and CBLAS's `cblas_sgemm`
+//! (C), exported from a shared library (`libsgemm_blas.so`) and a static one
+//! (`libsgemm_blas.a`), computed by the `sgemm` crate on the GPU or the CPU.
+//!
+//! Link it (`-lsgemm_blas`) or put it in front of the system BLAS (`LD_PRELOAD`): then a
+//! program's SGEMM calls come here and every other BLAS routine still comes from the system
+//! library. The C declarations are in `include/sgemm_blas.h`. The library exports `sgemm_`
+//! (with the aliases `sgemm` and `SGEMM`) and `cblas_sgemm`, nothing else.
+//!
+//! Semantics are the reference implementations', end to end:
+//! - the arguments are checked in the reference order, and a bad one is reported through the
+//!   program's `xerbla_` (Fortran) or `cblas_xerbla` (CBLAS) with the reference's numbering,
+//!   or, where the program has none, by printing the reference message (without the reference
+//!   handlers' stop); the call returns with `C` untouched ([`xerbla`]);
+//! - quick return when `m == 0`, `n == 0`, or `beta == 1` with `alpha == 0` or `k == 0`; `A`
+//!   and `B` are not read when `alpha == 0` or `k == 0` (they may then be null), `C` is not read
+//!   when `beta == 0`; nothing outside `C`'s `m x n` block is written;
+//! - 32-bit integers (LP64), as the reference BLAS and the Debian and most distribution
+//!   libraries use.
+//!
+//! Where a call runs is decided per call ([`routing`]): a usable GPU for products big enough
+//! to pay for the copies, the CPU otherwise, with environment variables to steer it. One engine
+//! serves the whole process, created on the first call, and calls from many threads at once
+//! are safe. Nothing here panics across the boundary: a panic inside is caught, reported on
+//! standard error, and the call returns.
+
+pub mod args;
+pub mod routing;
+pub mod xerbla;
+
+use std::ffi::{c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use sgemm::{MatMut, MatRef};
+
+use crate::args::{CBLAS_COL_MAJOR, CBLAS_ROW_MAJOR, Checked, cblas_position, cblas_trans, check};
+use crate::routing::Router;
+
+/// Runs `f`, catching a panic so that it never crosses into the caller's language.
+fn guarded(routine: &str, f: impl FnOnce()) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(f)) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("sgemm: internal error in {routine}, call abandoned: {what}");
+    }
+}
+
+/// The column-major GEMM `call` on raw pointers, after its checks: builds views of exactly the
+/// spans the shapes cover and runs it.
+///
+/// # Safety
+/// The pointers hold the matrices `call` describes (column-major, with its leading
+/// dimensions), as BLAS requires; `A` and `B` are not touched when `alpha == 0` or `k == 0`,
+/// `C` not at all on a quick return.
+unsafe fn run(
+    routine: &str,
+    call: Checked,
+    alpha: f32,
+    a: *const f32,
+    b: *const f32,
+    beta: f32,
+    c: *mut f32,
+) {
+    let Checked { trans_a, trans_b, m, n, k, lda, ldb, ldc } = call;
+    if m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
+        return;
+    }
+    if c.is_null() {
+        eprintln!("sgemm: {routine}: C is a null pointer");
+        return;
+    }
+    // SAFETY: the caller's C holds ldc x (n - 1) + m elements (ldc >= m was checked).
+    let c_data = unsafe { std::slice::from_raw_parts_mut(c, ldc * (n - 1) + m) };
+    let mut c = MatMut::col_major(c_data, m, n, ldc);
+    if alpha == 0.0 || k == 0 {
+        // The product is zero: `A` and `B` are not read (they may be null), so they are passed
+        // as `m x 0` and `0 x n`, which is the same GEMM.
+        let (a, b) = (MatRef::col_major(&[], m, 0, m), MatRef::col_major(&[], 0, n, 1));
+        Router::get().gemm(routine, alpha, &a, &b, beta, &mut c);
+        return;
+    }
+    if a.is_null() || b.is_null() {
+        eprintln!("sgemm: {routine}: A or B is a null pointer");
+        return;
+    }
+    // A is stored m x k (k x m when transposed), B k x n (n x k), column-major.
+    let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
+    let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
+    // SAFETY: the caller's A and B hold their stored matrices with the checked leading
+    // dimensions; the spans are exactly those elements.
+    let (a_data, b_data) = unsafe {
+        (
+            std::slice::from_raw_parts(a, lda * (a_cols - 1) + a_rows),
+            std::slice::from_raw_parts(b, ldb * (b_cols - 1) + b_rows),
+        )
+    };
+    let a = MatRef::col_major(a_data, a_rows, a_cols, lda);
+    let b = MatRef::col_major(b_data, b_rows, b_cols, ldb);
+    let a = if trans_a { a.t() } else { a };
+    let b = if trans_b { b.t() } else { b };
+    Router::get().gemm(routine, alpha, &a, &b, beta, &mut c);
+}
+
+/// The reference `SGEMM` on Fortran arguments (all by reference) whose integers are `I`.
+///
+/// # Safety
+/// [`sgemm_`]'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn fortran_sgemm<I: Copy + Into<i64>>(
+    routine: &str,
+    transa: *const c_char,
+    transb: *const c_char,
+    m: *const I,
+    n: *const I,
+    k: *const I,
+    alpha: *const f32,
+    a: *const f32,
+    lda: *const I,
+    b: *const f32,
+    ldb: *const I,
+    beta: *const f32,
+    c: *mut f32,
+    ldc: *const I,
+) {
+    guarded(routine, || {
+        // SAFETY: the caller's contract: readable scalars.
+        let (transa, transb, alpha, beta) = unsafe { (*transa as u8, *transb as u8, *alpha, *beta) };
+        let [m, n, k, lda, ldb, ldc] = [m, n, k, lda, ldb, ldc].map(|x| unsafe { (*x).into() });
+        match check(transa, transb, m, n, k, lda, ldb, ldc) {
+            // SAFETY: the caller's contract.
+            Ok(call) => unsafe { run(routine, call, alpha, a, b, beta, c) },
+            Err(info) => xerbla::fortran(info),
+        }
+    })
+}
+
+/// `cblas_sgemm` with integers `I`.
+///
+/// # Safety
+/// [`cblas_sgemm`]'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn cblas<I: Into<i64>>(
+    routine: &str,
+    layout: c_int,
+    transa: c_int,
+    transb: c_int,
+    m: I,
+    n: I,
+    k: I,
+    alpha: f32,
+    a: *const f32,
+    lda: I,
+    b: *const f32,
+    ldb: I,
+    beta: f32,
+    c: *mut f32,
+    ldc: I,
+) {
+    guarded(routine, || {
+        let row_major = match layout {
+            CBLAS_ROW_MAJOR => true,
+            CBLAS_COL_MAJOR => false,
+            _ => return xerbla::cblas(1),
+        };
+        let Some(ta) = cblas_trans(transa) else { return xerbla::cblas(2) };
+        let Some(tb) = cblas_trans(transb) else { return xerbla::cblas(3) };
+        let [m, n, k, lda, ldb, ldc] = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
+        let checked = if row_major {
+            check(tb, ta, n, m, k, ldb, lda, ldc)
+        } else {
+            check(ta, tb, m, n, k, lda, ldb, ldc)
+        };
+        match checked {
+            // SAFETY: the caller's contract; row-major, the operands swap as views of the same
+            // memory.
+            Ok(call) if row_major => unsafe { run(routine, call, alpha, b, a, beta, c) },
+            Ok(call) => unsafe { run(routine, call, alpha, a, b, beta, c) },
+            Err(info) => xerbla::cblas(cblas_position(row_major, info)),
+        }
+    })
+}
+
+/// Exports the Fortran `SGEMM` under `$name` with integers `$int`.
+macro_rules! fortran_entry {
+    ($(#[$doc:meta])* $name:ident, $int:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Every pointer is valid as the reference BLAS requires: the scalars readable, `A`, `B`
+        /// and `C` holding their column-major matrices (`A` and `B` may be anything when
+        /// `alpha == 0` or `k == 0`).
+        #[unsafe(no_mangle)]
+        #[allow(non_snake_case)]
+        pub unsafe extern "C" fn $name(
+            transa: *const c_char,
+            transb: *const c_char,
+            m: *const $int,
+            n: *const $int,
+            k: *const $int,
+            alpha: *const f32,
+            a: *const f32,
+            lda: *const $int,
+            b: *const f32,
+            ldb: *const $int,
+            beta: *const f32,
+            c: *mut f32,
+            ldc: *const $int,
+        ) {
+            // SAFETY: the same contract.
+            unsafe {
+                fortran_sgemm(stringify!($name), transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+            }
+        }
+    };
+}
+
+/// Exports `cblas_sgemm` under `$name` with integers `$int`.
+macro_rules! cblas_entry {
+    ($(#[$doc:meta])* $name:ident, $int:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `A`, `B` and `C` hold their matrices in `layout` as CBLAS requires (`A` and `B` may
+        /// be anything when `alpha == 0` or `k == 0`).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            layout: c_int,
+            transa: c_int,
+            transb: c_int,
+            m: $int,
+            n: $int,
+            k: $int,
+            alpha: f32,
+            a: *const f32,
+            lda: $int,
+            b: *const f32,
+            ldb: $int,
+            beta: f32,
+            c: *mut f32,
+            ldc: $int,
+        ) {
+            // SAFETY: the same contract.
+            unsafe { cblas(stringify!($name), layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
+        }
+    };
+}
+
+fortran_entry! {
+    /// The reference BLAS's `SGEMM`, Fortran calling convention: every argument by reference,
+    /// column-major matrices, 32-bit integers. (gfortran's hidden lengths of `TRANSA` and
+    /// `TRANSB` may follow; they are not needed, as only the first character counts.)
+    sgemm_, c_int
+}
+fortran_entry! {
+    /// [`sgemm_`] under the name some compilers and programs use without the underscore.
+    sgemm, c_int
+}
+fortran_entry! {
+    /// [`sgemm_`] under the upper-case name (Fortran compilers that keep the case).
+    SGEMM, c_int
+}
+fortran_entry! {
+    /// [`sgemm_`] with 64-bit integers (ILP64), under the `64_` suffix of ILP64 BLAS builds.
+    sgemm_64_, i64
+}
+fortran_entry! {
+    /// [`sgemm_64_`] under the name the PyPI wheels of numpy and SciPy call (their bundled
+    /// OpenBLAS, `scipy-openblas64`, prefixes its symbols with `scipy_`).
+    scipy_sgemm_64_, i64
+}
+
+cblas_entry! {
+    /// CBLAS's `cblas_sgemm`: `layout` `CblasRowMajor` (101) or `CblasColMajor` (102),
+    /// transposes `CblasNoTrans` (111), `CblasTrans` (112) or `CblasConjTrans` (113), 32-bit
+    /// integers. A row-major call is the column-major `C^T = op(B)^T op(A)^T`, as in the
+    /// reference CBLAS, and a bad argument is numbered as the reference CBLAS numbers it (the
+    /// layout is 1, `ldc` 14).
+    cblas_sgemm, c_int
+}
+cblas_entry! {
+    /// [`cblas_sgemm`] with 64-bit integers (ILP64), under the `64_` suffix of ILP64 builds.
+    cblas_sgemm64_, i64
+}
+cblas_entry! {
+    /// [`cblas_sgemm64_`] under the name the PyPI wheels of numpy and SciPy call (see
+    /// [`scipy_sgemm_64_`]): `LD_PRELOAD` then reaches a pip-installed numpy too.
+    scipy_cblas_sgemm64_, i64
+}

@@ -1,0 +1,139 @@
+//! Where each call runs: one engine per process, created on the first call, configured from
+//! the environment, and shared by every thread.
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `SGEMM_BACKEND` | `auto`, `cpu`, `gpu` | `auto` |
+//! | `SGEMM_PRECISION` | `accurate`, `strict` | `accurate` |
+//! | `SGEMM_CPU_THREADS` | a count | every core |
+//! | `SGEMM_GPU_MIN_WORK` | `m * n * k` | 5e8 |
+//! | `SGEMM_VERBOSE` | `1` | off |
+//!
+//! Under `auto` a product goes to the GPU when there is a usable one and `m * n * k` is at
+//! least `SGEMM_GPU_MIN_WORK`: from host memory a GPU call copies `A`, `B` and `C` over PCIe
+//! and back, which a small product does not earn back. The default is where the two crossed on
+//! an H100 beside a 16-core Xeon, square products from host memory: the CPU ahead up to
+//! n = 512, level at 768 (768^3 = 4.5e8), the GPU ahead from 1024 (`docs/performance-notes.md`).
+//! `gpu` sends every product there (and falls back to the CPU, saying so once, when there is no
+//! GPU); `cpu` never opens the GPU. `SGEMM_VERBOSE=1` prints one line per call to standard
+//! error: the shape, where it ran, and how long it took. A value that does not parse is
+//! reported once and the default used.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use sgemm::{Backend, Engine, MatMut, MatRef, Precision};
+
+/// The settings read from the environment.
+#[derive(Debug)]
+struct Config {
+    backend: Backend,
+    precision: Precision,
+    threads: Option<usize>,
+    gpu_min_work: f64,
+    verbose: bool,
+}
+
+/// `name`'s value parsed by `parse`, or `default` (saying why when it was set but did not parse).
+fn var<T>(name: &str, default: T, parse: impl FnOnce(&str) -> Option<T>) -> T {
+    match std::env::var(name) {
+        Ok(value) => parse(value.trim()).unwrap_or_else(|| {
+            eprintln!("sgemm: ignoring {name}={value:?} (not a valid value)");
+            default
+        }),
+        Err(_) => default,
+    }
+}
+
+impl Config {
+    fn from_env() -> Self {
+        Self {
+            backend: var("SGEMM_BACKEND", Backend::Auto, |v| v.parse().ok()),
+            precision: var("SGEMM_PRECISION", Precision::Accurate, |v| v.parse().ok()),
+            threads: var("SGEMM_CPU_THREADS", None, |v| v.parse().ok().filter(|&t| t > 0).map(Some)),
+            gpu_min_work: var("SGEMM_GPU_MIN_WORK", 5e8, |v| v.parse().ok().filter(|w: &f64| *w >= 0.0)),
+            verbose: var("SGEMM_VERBOSE", false, |v| match v {
+                "1" | "true" | "yes" => Some(true),
+                "0" | "false" | "no" | "" => Some(false),
+                _ => None,
+            }),
+        }
+    }
+}
+
+/// The process's engines: the CPU always, the GPU opened the first time a product is sent
+/// there.
+pub struct Router {
+    config: Config,
+    cpu: Engine,
+    gpu: OnceLock<Option<Engine>>,
+}
+
+impl Router {
+    /// The process's router, created on first use.
+    pub fn get() -> &'static Router {
+        static ROUTER: OnceLock<Router> = OnceLock::new();
+        ROUTER.get_or_init(|| {
+            let config = Config::from_env();
+            let mut cpu = Engine::new(Backend::Cpu).expect("the CPU backend opens without fail");
+            if let Some(t) = config.threads {
+                cpu = cpu.with_cpu_threads(t);
+            }
+            Router { config, cpu, gpu: OnceLock::new() }
+        })
+    }
+
+    /// The GPU engine, opened on first use; `None` (said once) when there is no usable GPU.
+    fn gpu(&self) -> Option<&Engine> {
+        self.gpu
+            .get_or_init(|| match Engine::new(Backend::Gpu) {
+                Ok(engine) => Some(engine.with_precision(self.config.precision)),
+                Err(e) => {
+                    if self.config.backend == Backend::Gpu || self.config.verbose {
+                        eprintln!("sgemm: no GPU ({e}); running on the CPU");
+                    }
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The engine for an `m x n x k` product.
+    fn engine(&self, m: usize, n: usize, k: usize) -> &Engine {
+        let work = m as f64 * n as f64 * k as f64;
+        let on_gpu = match self.config.backend {
+            Backend::Cpu => false,
+            Backend::Gpu => true,
+            Backend::Auto => work >= self.config.gpu_min_work,
+        };
+        if on_gpu { self.gpu().unwrap_or(&self.cpu) } else { &self.cpu }
+    }
+
+    /// `C = alpha * op(A) * op(B) + beta * C` on the engine the shape calls for; with
+    /// `SGEMM_VERBOSE` the call is reported as `routine`.
+    pub fn gemm(&self, routine: &str, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
+        let (m, n, k) = (c.rows, c.cols, a.cols);
+        let engine = self.engine(m, n, k);
+        let started = Instant::now();
+        let outcome = engine.gemm(alpha, a, b, beta, c);
+        if self.config.verbose {
+            let kernel = match engine.gpu() {
+                Some(gpu) => gpu.chosen().spec.name,
+                None => sgemm::cpu::kernel(None).map_or("cpu", |k| k.name),
+            };
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            eprintln!("sgemm: {routine} {m}x{n}x{k} on {} ({kernel}), {ms:.3} ms", engine.backend_name());
+        }
+        if let Err(e) = outcome {
+            // The arguments were checked as BLAS checks them, so what is left is a device
+            // failure (out of memory, say), which happens before C is copied back: the CPU
+            // computes the call instead.
+            eprintln!("sgemm: {routine} {m}x{n}x{k} failed on the {}: {e}", engine.backend_name());
+            if engine.gpu().is_some()
+                && let Err(e) = self.cpu.gemm(alpha, a, b, beta, c)
+            {
+                eprintln!("sgemm: {routine} {m}x{n}x{k} failed on the cpu: {e}");
+            }
+        }
+    }
+}

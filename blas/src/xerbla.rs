@@ -1,0 +1,90 @@
+//! Reporting a bad argument the way BLAS does: through the program's `xerbla_` (Fortran
+//! `SGEMM`) or `cblas_xerbla` (`cblas_sgemm`).
+//!
+//! The library holds weak references to both names and defines neither. So a program (or a
+//! BLAS library loaded beside this one, when it is preloaded in front of the system's) that
+//! defines one has it called, with the reference arguments, whether it links the shared or
+//! the static library; and where the process has none, the library prints the reference
+//! implementation's message and returns (the reference handlers stop the program: a drop-in
+//! must never end its caller on bad input). Preloaded, the library thus replaces SGEMM and
+//! nothing else: the system BLAS's own routines keep their own handler.
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// Fortran's `XERBLA(SRNAME, INFO)`: the name's hidden length comes last (gfortran passes it as
+/// `size_t`).
+type Xerbla = unsafe extern "C" fn(*const c_char, *const c_int, usize);
+/// `cblas_xerbla(p, rout, form, ...)`: variadic in the reference CBLAS.
+type CblasXerbla = unsafe extern "C" fn(c_int, *const c_char, *const c_char, ...);
+
+// The addresses of the process's `xerbla_` and `cblas_xerbla`, filled by the linker (static
+// linking) or the dynamic loader (shared): weak undefined references, null where nothing
+// defines the name. (A weak reference also makes the linker export an executable's own
+// definition to the shared library.)
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+std::arch::global_asm!(
+    ".weak xerbla_",
+    ".weak cblas_xerbla",
+    ".pushsection .data.rel.ro.sgemm_blas_handlers,\"aw\"",
+    ".p2align 3",
+    ".globl sgemm_blas_handlers",
+    ".hidden sgemm_blas_handlers",
+    "sgemm_blas_handlers:",
+    ".quad xerbla_",
+    ".quad cblas_xerbla",
+    ".popsection",
+);
+
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe extern "C" {
+    /// `[xerbla_, cblas_xerbla]`, each null when the process does not define it.
+    static sgemm_blas_handlers: [*const c_void; 2];
+}
+
+/// The process's handler `index` of `[xerbla_, cblas_xerbla]`, if it has one.
+fn handler(index: usize) -> Option<*const c_void> {
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: a read-only table written once by the linker or loader.
+        let address = unsafe { sgemm_blas_handlers[index] };
+        (!address.is_null()).then_some(address)
+    }
+    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    {
+        let _ = index;
+        None
+    }
+}
+
+/// Reports `SGEMM`'s bad argument `info` through the process's `xerbla_`, else prints it.
+pub fn fortran(info: i32) {
+    let name = b"SGEMM ";
+    match handler(0) {
+        Some(address) => {
+            // SAFETY: `xerbla_` has the Fortran XERBLA interface by BLAS's convention.
+            let xerbla: Xerbla = unsafe { std::mem::transmute(address) };
+            unsafe { xerbla(name.as_ptr().cast(), &info, name.len()) };
+        }
+        None => {
+            let name = String::from_utf8_lossy(name);
+            eprintln!(
+                " ** On entry to {:<6} parameter number {info:>2} had an illegal value",
+                name.trim_end()
+            );
+        }
+    }
+}
+
+/// Reports `cblas_sgemm`'s bad argument at `position` through the process's `cblas_xerbla`,
+/// else prints it.
+pub fn cblas(position: i32) {
+    match handler(1) {
+        Some(address) => {
+            // SAFETY: `cblas_xerbla` has the reference CBLAS interface; the format has no
+            // conversions, so no variadic argument is read.
+            let xerbla: CblasXerbla = unsafe { std::mem::transmute(address) };
+            unsafe { xerbla(position, c"cblas_sgemm".as_ptr(), c"".as_ptr()) };
+        }
+        None => eprintln!("Parameter {position} to routine cblas_sgemm was incorrect"),
+    }
+}
