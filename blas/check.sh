@@ -17,6 +17,7 @@ rpath='-Wl,-rpath,$ORIGIN'
 gcc -O2 -Wall -Wextra -Werror -Iblas/include blas/examples/check.c -L"$bin" -lsgemm_blas "$rpath" -lm -lpthread \
   -o "$bin/check-c"
 gcc -O2 -Iblas/include blas/examples/check.c "$lib/libsgemm_blas.a" -lm -lpthread -ldl -o "$bin/check-c-static"
+gcc -O2 -Wall -Werror -Iblas/include blas/examples/timing.c -L"$bin" -lsgemm_blas "$rpath" -o "$bin/timing"
 gfortran -O2 blas/examples/check.f90 -L"$bin" -lsgemm_blas "$rpath" -o "$bin/check-fortran"
 cp blas/examples/numpy_preload.py "$bin/"
 [ -n "${BUILD_ONLY:-}" ] && exit 0
