@@ -141,20 +141,21 @@ int main(void) {
   for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f, "alpha = beta = 0 must give zeros");
 
   /* The ILP64 entries give the LP64 ones' bits, and take sizes past 2^31 to their checks. */
+  last_cblas = last_fortran = -1;
   {
-    float a[35], b[42], c32[30], c64[30], cf[30];
+    float a[35], b[42], c32[30] = {0}, c64[30] = {1}, cf[30] = {2}, ccol[30] = {3};
     unsigned s = 5;
     for (int i = 0; i < 35; i++) a[i] = rnd(&s);
     for (int i = 0; i < 42; i++) b[i] = rnd(&s);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 5, 6, 7, 1.5f, a, 7, b, 7, 0.0f, c32, 6);
     cblas_sgemm64_(CblasRowMajor, CblasNoTrans, CblasTrans, 5, 6, 7, 1.5f, a, 7, b, 7, 0.0f, c64, 6);
-    long long m = 5, n = 6, k = 7, lda = 5, ldb = 6, ldc = 5;
+    long long m = 5, n = 6, k = 7, lda = 5, ldb = 7, ldc = 5;
     float alpha = 1.5f, beta = 0.0f;
     sgemm_64_("N", "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, cf, &ldc);
     CHECK(memcmp(c32, c64, sizeof c32) == 0, "cblas_sgemm64_ differs from cblas_sgemm");
-    float ccol[30];
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 5, 6, 7, 1.5f, a, 5, b, 6, 0.0f, ccol, 5);
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, 5, 6, 7, 1.5f, a, 5, b, 7, 0.0f, ccol, 5);
     CHECK(memcmp(ccol, cf, sizeof cf) == 0, "sgemm_64_ differs from cblas_sgemm");
+    CHECK(last_cblas == -1 && last_fortran == -1, "a valid ILP64 call reported an error");
     last_cblas = -1;
     cblas_sgemm64_(CblasColMajor, CblasNoTrans, CblasNoTrans, 1LL << 33, 2, 2, 1.0f, a, 5, b, 2, 0.0f, c64, 1LL << 33);
     CHECK(last_cblas == 9, "cblas_sgemm64_ with m = 2^33 and lda = 5: want 9, got %d", last_cblas);
