@@ -21,32 +21,46 @@ pub struct DeviceMatrix {
     layout: Layout,
 }
 
+/// The shape accessors and the transpose, alike for the matrix and its views.
+macro_rules! view_accessors {
+    () => {
+        /// Number of rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+
+        /// Number of columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+
+        /// Distance between rows (row-major) or columns (column-major), in elements.
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+
+        /// How the matrix is stored.
+        pub fn layout(&self) -> Layout {
+            self.layout
+        }
+
+        /// The transpose, `cols x rows`: the same buffer read with the other layout (nothing
+        /// moves on the device). Pass `a.t()` to a GEMM for `op(A) = A^T`.
+        pub fn t(self) -> Self {
+            Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
+        }
+    };
+}
+
+/// Checks that a buffer of `len` elements holds a `rows x cols` matrix in `layout` with
+/// leading dimension `ld` (errors as for a host matrix).
+fn check_span(len: usize, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<()> {
+    check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
+    check_len(matrix::MATRIX, len, layout, rows, cols, ld)
+}
+
 impl DeviceMatrix {
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Number of columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Distance between rows (row-major) or columns (column-major), in elements.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-
-    /// How the matrix is stored.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
-    /// The transpose, `cols x rows`: the same buffer read with the other layout (nothing moves
-    /// on the device). Pass `a.t()` to a GEMM for `op(A) = A^T`.
-    pub fn t(self) -> Self {
-        Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
-    }
+    view_accessors!();
 
     /// The device buffer (cudarc's), which holds the matrix's span: for interoperation with
     /// other cudarc code (a kernel of your own, a library call).
@@ -69,8 +83,7 @@ impl DeviceMatrix {
         cols: usize,
         ld: usize,
     ) -> Result<Self> {
-        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
-        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        check_span(buf.len(), layout, rows, cols, ld)?;
         Ok(Self { buf, rows, cols, ld, layout })
     }
 
@@ -142,42 +155,11 @@ pub struct DeviceMatMut<'a> {
     layout: Layout,
 }
 
-/// The shape accessors and the transpose, alike for both views.
-macro_rules! view_accessors {
-    () => {
-        /// Number of rows.
-        pub fn rows(&self) -> usize {
-            self.rows
-        }
-
-        /// Number of columns.
-        pub fn cols(&self) -> usize {
-            self.cols
-        }
-
-        /// Distance between rows (row-major) or columns (column-major), in elements.
-        pub fn ld(&self) -> usize {
-            self.ld
-        }
-
-        /// How the matrix is stored.
-        pub fn layout(&self) -> Layout {
-            self.layout
-        }
-
-        /// The transpose, `cols x rows`: the same buffer read with the other layout.
-        pub fn t(self) -> Self {
-            Self { rows: self.cols, cols: self.rows, layout: self.layout.flip(), ..self }
-        }
-    };
-}
-
 impl<'a> DeviceMatRef<'a> {
     /// A view of `buf` as a `rows x cols` matrix in `layout` with leading dimension `ld`.
     /// Errors as for a host matrix when `ld` is too small or `buf` shorter than the span.
     pub fn new(buf: CudaView<'a, f32>, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<Self> {
-        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
-        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        check_span(buf.len(), layout, rows, cols, ld)?;
         Ok(Self::of(buf, rows, cols, ld, layout))
     }
 
@@ -205,8 +187,7 @@ impl<'a> DeviceMatMut<'a> {
         cols: usize,
         ld: usize,
     ) -> Result<Self> {
-        check_ld(matrix::MATRIX, layout, rows, cols, ld)?;
-        check_len(matrix::MATRIX, buf.len(), layout, rows, cols, ld)?;
+        check_span(buf.len(), layout, rows, cols, ld)?;
         Ok(Self { buf, rows, cols, ld, layout })
     }
 
