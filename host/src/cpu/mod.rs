@@ -79,7 +79,7 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
 
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.
 /// With `beta == 0`, `C` is overwritten with zeros and never read.
-pub fn scale_c(beta: f32, c: &mut MatMut) {
+pub(crate) fn scale_c(beta: f32, c: &mut MatMut) {
     for i in 0..c.rows {
         for j in 0..c.cols {
             let x = c.at_mut(i, j);

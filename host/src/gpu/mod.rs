@@ -483,7 +483,7 @@ impl Gpu {
     /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
     /// [`MIN_SLICE_K`] deep.
-    pub fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
+    pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
         let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
         let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
         if tiles >= slots {
