@@ -86,11 +86,11 @@ pub struct Microkernel {
     pub mr: usize,
     /// Columns of the register tile (the `B` panel width).
     pub nr: usize,
-    /// Largest depth of a packed block: an `MR x kc` panel of `A` stays in L1 or L2 while the
-    /// `B` panels stream past it.
+    /// Largest depth of a packed block where `B` streams from L3 ([`cache`](super::cache)
+    /// chooses): an `MR x kc` panel of `A` stays in L1 or L2 while the `B` panels stream past it.
     pub kc: usize,
-    /// Target columns of a packed `B` block (`kc x nc`): the blocks of one product are of equal
-    /// width around it.
+    /// Target columns of a packed `B` block (`kc x nc`) where `B` streams from L3: the blocks
+    /// of one product are of equal width around it.
     pub nc: usize,
     /// The kernel.
     pub run: MicrokernelFn,

@@ -4,7 +4,8 @@
 //! 2. [`loop_reordered`]: `i, p, j`, a contiguous vectorizable inner loop.
 //! 3. [`cache_blocked`]: the same on tiles of `B` that stay in cache.
 //! 4. [`packed`]: the BLIS design, packed panels around a register-blocked
-//!    [`microkernel`] in one of three instruction sets ([`simd`]), on all cores.
+//!    [`microkernel`] in one of three instruction sets ([`simd`]), on all cores, blocked for
+//!    the caches of the CPU it runs on ([`cache`]).
 //!
 //! Every CPU kernel has the same contract: the operands are already checked
 //! ([`check_gemm`](crate::matrix::check_gemm)), `C` is row-major, `m, n > 0`, `k > 0` and
@@ -13,6 +14,7 @@
 //! reads them, so a transpose costs nothing more); the earlier steps of the ladder take them
 //! row-major, and the dispatcher hands them a row-major copy of a column-major operand.
 
+mod cache;
 pub mod cache_blocked;
 pub mod loop_reordered;
 mod microkernel;

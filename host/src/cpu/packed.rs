@@ -91,8 +91,9 @@ pub fn gemm(
     c: &mut MatMut,
 ) -> Result<()> {
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
-    let nc = balanced_nc(c.cols, uk.nc, uk.nr);
-    let kc = balanced_kc(a.cols, uk.kc);
+    let (kc, nc) = super::cache::block_shape(uk);
+    let nc = balanced_nc(c.cols, nc, uk.nr);
+    let kc = balanced_kc(a.cols, kc);
     // Each thread packs one run of consecutive panels of every B block.
     let group = (nc / uk.nr).div_ceil(threads);
     let a_panels = c.rows.div_ceil(uk.mr);
