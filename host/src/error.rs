@@ -13,28 +13,70 @@ pub enum Error {
     /// argument's place in `sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
     /// ldc)`, `1` to `13`.
     #[error("argument {position} ({name}) of sgemm is invalid: {reason}")]
-    InvalidArgument { position: u8, name: &'static str, reason: String },
+    InvalidArgument {
+        /// The argument's position in the reference `sgemm`'s list.
+        position: u8,
+        /// Its name there (`transa`, `m`, ...).
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A leading dimension below `max(1, inner)`, the length of its matrix's contiguous rows
     /// (row-major) or columns (column-major): argument 8 (`lda`), 10 (`ldb`) or 13 (`ldc`).
     /// Position 0: a matrix outside a GEMM call ([`Gpu::alloc`](crate::Gpu::alloc), ...).
     #[error("{name} = {ld} is less than its minimum {min}{}", argument(*position))]
-    LeadingDimension { position: u8, name: &'static str, ld: usize, min: usize },
+    LeadingDimension {
+        /// The argument's position in `sgemm`'s list (0 outside a GEMM call).
+        position: u8,
+        /// `lda`, `ldb`, `ldc` or `ld`.
+        name: &'static str,
+        /// The leading dimension given.
+        ld: usize,
+        /// The smallest one the matrix allows.
+        min: usize,
+    },
     /// A slice cannot hold the matrix its shape and leading dimension declare: argument 7 (`a`),
     /// 9 (`b`) or 12 (`c`).
     #[error("{matrix} holds {len} elements; its matrix needs {needed}{}", argument(*position))]
-    SliceTooShort { position: u8, matrix: &'static str, needed: usize, len: usize },
+    SliceTooShort {
+        /// The array's position in `sgemm`'s list (0 outside a GEMM call).
+        position: u8,
+        /// `A`, `B`, `C` or `matrix`.
+        matrix: &'static str,
+        /// The elements the matrix spans.
+        needed: usize,
+        /// The elements the slice has.
+        len: usize,
+    },
     /// No usable CUDA driver or device.
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
     /// A GPU older than the oldest architecture the embedded PTX targets.
     #[error("{name} has compute capability {major}.{minor}; the kernels need 8.0 or newer")]
-    UnsupportedGpu { name: String, major: i32, minor: i32 },
+    UnsupportedGpu {
+        /// The device's name.
+        name: String,
+        /// Its compute capability, major part.
+        major: i32,
+        /// Its compute capability, minor part.
+        minor: i32,
+    },
     /// A kernel name that the chosen backend does not have.
     #[error("no kernel `{name}` on the {backend} backend (available: {available})")]
-    UnknownKernel { name: String, backend: &'static str, available: String },
+    UnknownKernel {
+        /// The name asked for.
+        name: String,
+        /// `cpu` or `gpu`.
+        backend: &'static str,
+        /// The backend's kernels, comma-separated.
+        available: String,
+    },
     /// A CPU kernel whose instruction set (AVX-512, AVX2) this CPU does not have.
     #[error("the CPU kernel `{kernel}` needs an instruction set this CPU does not have")]
-    UnsupportedCpu { kernel: &'static str },
+    UnsupportedCpu {
+        /// The kernel asked for.
+        kernel: &'static str,
+    },
     /// A thread count of zero.
     #[error("the thread count must be at least 1")]
     ZeroThreads,
@@ -43,17 +85,36 @@ pub enum Error {
     ThreadPool(String),
     /// A shape the chosen kernel cannot launch (sizes past `u32`, grid past CUDA's limits).
     #[error("{m}x{n}x{k} is too large for `{kernel}`: {why}")]
-    ShapeTooLarge { m: usize, n: usize, k: usize, kernel: &'static str, why: &'static str },
+    ShapeTooLarge {
+        /// Rows of `C`.
+        m: usize,
+        /// Columns of `C`.
+        n: usize,
+        /// The inner dimension.
+        k: usize,
+        /// The kernel that cannot launch it.
+        kernel: &'static str,
+        /// The limit it passes.
+        why: &'static str,
+    },
     /// A device buffer of a GEMM belongs to another CUDA context than the [`Gpu`](crate::Gpu)
     /// handle it was given to (see [`Gpu::from_stream`](crate::Gpu::from_stream)).
     #[error("a device buffer belongs to another CUDA context than the GPU handle's")]
     WrongContext,
     /// The device could not allocate a buffer; the handle stays usable.
     #[error("out of device memory allocating {bytes} bytes")]
-    OutOfDeviceMemory { bytes: usize },
+    OutOfDeviceMemory {
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
     /// Any other CUDA driver failure (module load, launch, a fault inside a kernel).
     #[error("CUDA error while {during}: {source}")]
-    Cuda { during: &'static str, source: DriverError },
+    Cuda {
+        /// What the library was doing.
+        during: &'static str,
+        /// The driver's error.
+        source: DriverError,
+    },
 }
 
 /// `" (argument N of sgemm)"`, or nothing for position 0.

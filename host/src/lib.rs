@@ -34,6 +34,7 @@
 //! trait) are private modules with their own documentation, linked from the public pages:
 //! `cargo doc --document-private-items` builds them.
 #![allow(rustdoc::private_intra_doc_links)]
+#![warn(missing_docs)]
 
 #[cfg(feature = "ndarray")]
 mod arrays;

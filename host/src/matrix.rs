@@ -62,11 +62,15 @@ impl std::str::FromStr for Layout {
 /// A read-only `rows x cols` matrix in `data`.
 #[derive(Clone, Copy, Debug)]
 pub struct MatRef<'a> {
+    /// The storage: element `(i, j)` at `i * ld + j` (row-major) or `i + j * ld` (column-major).
     pub data: &'a [f32],
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
     /// Distance between consecutive rows (row-major) or columns (column-major).
     pub ld: usize,
+    /// How the matrix is laid out in `data`.
     pub layout: Layout,
 }
 
@@ -74,11 +78,15 @@ pub struct MatRef<'a> {
 /// padding between rows (or columns) is left as it was.
 #[derive(Debug)]
 pub struct MatMut<'a> {
+    /// The storage: element `(i, j)` at `i * ld + j` (row-major) or `i + j * ld` (column-major).
     pub data: &'a mut [f32],
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
     /// Distance between consecutive rows (row-major) or columns (column-major).
     pub ld: usize,
+    /// How the matrix is laid out in `data`.
     pub layout: Layout,
 }
 
