@@ -116,6 +116,25 @@ fn views_over_a_callers_buffers_at_any_offset_compute_in_place() {
 }
 
 #[test]
+fn host_calls_with_page_locked_operands_match_the_cpu() {
+    let Some(gpu) = gpu_or_skip("host_calls_with_page_locked_operands_match_the_cpu") else { return };
+    // Operands past the page-locking threshold (4 MB), small integers so that every result is
+    // exact: a padded C read with beta (staged download, padding kept), then a contiguous C
+    // with beta = 0 (the direct download), each equal to the CPU's bits.
+    let (m, n, k) = (1100, 1030, 1024);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let (a, b) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
+    for (ld, beta) in [(n + 3, 2.0), (n, 0.0)] {
+        let c0: Vec<f32> = (0..m * ld).map(|i| (i % 3) as f32).collect();
+        let (mut on_gpu, mut on_cpu) = (c0.clone(), c0.clone());
+        gpu.gemm(1.0, &a, &b, beta, &mut MatMut::new(&mut on_gpu, m, n, ld)).unwrap();
+        sgemm::cpu::gemm(None, None, 1.0, &a, &b, beta, &mut MatMut::new(&mut on_cpu, m, n, ld)).unwrap();
+        assert!(on_gpu == on_cpu, "ld {ld}, beta {beta}: the GPU's C differs from the CPU's");
+    }
+}
+
+#[test]
 fn a_view_shorter_than_its_matrix_is_rejected() {
     let Some(gpu) = gpu_or_skip("a_view_shorter_than_its_matrix_is_rejected") else { return };
     let buf = gpu.stream().alloc_zeros::<f32>(99).unwrap();

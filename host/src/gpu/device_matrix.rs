@@ -285,6 +285,15 @@ impl Gpu {
             return Ok(());
         }
         let len = span(d.layout, d.rows, d.cols, d.ld);
+        let (inner, _) = d.layout.extents(d.rows, d.cols);
+        if out.layout == d.layout && out.ld == inner && d.ld == inner {
+            // Both contiguous, without padding: one copy straight into the caller's slice.
+            return self
+                .loaded
+                .stream
+                .memcpy_dtoh(&d.buf.slice(..len), &mut out.data[..len])
+                .map_err(Error::cuda("copying to the host"));
+        }
         let staged =
             self.loaded.stream.clone_dtoh(&d.buf.slice(..len)).map_err(Error::cuda("copying to the host"))?;
         let staged = MatRef { data: &staged, rows: d.rows, cols: d.cols, ld: d.ld, layout: d.layout };

@@ -11,6 +11,7 @@
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
 mod device_matrix;
+mod pinned;
 
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
@@ -31,7 +32,7 @@ use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::warpgroup;
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
-use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes};
+use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes, span};
 use crate::semantics::{Work, with_row_major_c, work};
 use crate::{Error, Precision, Result};
 
@@ -358,6 +359,16 @@ impl Gpu {
         if work == Work::Nothing {
             return Ok(());
         }
+        // Large operands are page-locked for the call, so that their copies are direct DMA;
+        // the guards unregister them after the result is back.
+        let ctx = self.loaded.stream.context();
+        let read = work == Work::Product;
+        let spanned = |m: &MatRef| -> Option<pinned::Pinned> {
+            pinned::Pinned::new(ctx, &m.data[..span(m.layout, m.rows, m.cols, m.ld)])
+        };
+        let c_view = c.as_ref();
+        let operands = if read { [Some(a), Some(b), Some(&c_view)] } else { [None, None, Some(&c_view)] };
+        let _pinned: Vec<_> = operands.into_iter().flatten().filter_map(spanned).collect();
         // With beta == 0 C is not read: skip its upload.
         let mut c_dev = if beta == 0.0 {
             self.alloc_as(c.layout, c.rows, c.cols, c.ld)?
