@@ -574,13 +574,21 @@ fn time_cpu(
         contenders.push(("fma peak".into(), role, run, Duration::ZERO));
         errors.push(0.0); // no product to check
     }
-    let rounds = ((10.0 / round_seconds) as usize).clamp(7, replays(n));
+    // A sample is `calls` back-to-back calls, the same count for every contender, so that a
+    // small product's sample spans at least SAMPLE_SECONDS: one call of a microsecond is below
+    // what a clock read and a round's other contenders let a single timing say.
+    const SAMPLE_SECONDS: f64 = 100e-6;
+    let fastest = untimed.iter().copied().fold(f64::INFINITY, f64::min);
+    let calls = ((SAMPLE_SECONDS / fastest).ceil() as usize).clamp(1, 100_000);
+    let rounds = ((10.0 / (round_seconds * calls as f64)) as usize).clamp(7, replays(n));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
         for ((_, _, run, settle), samples) in contenders.iter().zip(&mut samples) {
             let started = Instant::now();
-            run(&mut c)?;
-            samples.push(started.elapsed().as_secs_f64());
+            for _ in 0..calls {
+                run(&mut c)?;
+            }
+            samples.push(started.elapsed().as_secs_f64() / calls as f64);
             std::thread::sleep(*settle);
         }
     }
