@@ -159,6 +159,12 @@ int main(void) {
     last_cblas = -1;
     cblas_sgemm64_(CblasColMajor, CblasNoTrans, CblasNoTrans, 1LL << 33, 2, 2, 1.0f, a, 5, b, 2, 0.0f, c64, 1LL << 33);
     CHECK(last_cblas == 9, "cblas_sgemm64_ with m = 2^33 and lda = 5: want 9, got %d", last_cblas);
+    /* Sizes whose spans no address space holds: refused without touching anything. */
+    float before[30];
+    memcpy(before, c64, sizeof before);
+    long long huge = 1LL << 40;
+    cblas_sgemm64_(CblasColMajor, CblasNoTrans, CblasNoTrans, huge, huge, 1, 1.0f, a, huge, b, 1, 0.0f, c64, huge);
+    CHECK(memcmp(before, c64, sizeof before) == 0, "a call spanning more than memory wrote C");
   }
 
   /* Several threads at once. */

@@ -72,10 +72,26 @@ unsafe fn run(
         eprintln!("sgemm: {routine}: C is a null pointer");
         return;
     }
-    // SAFETY: the caller's C holds ldc x (n - 1) + m elements (ldc >= m was checked).
-    let c_data = unsafe { std::slice::from_raw_parts_mut(c, ldc * (n - 1) + m) };
+    // The spans of the three matrices; one past what an address space holds cannot describe
+    // memory the caller has (only 64-bit integers can say it), and is refused.
+    let span = |ld: usize, rows: usize, cols: usize| -> Option<usize> {
+        ld.checked_mul(cols - 1)?.checked_add(rows).filter(|&len| len <= isize::MAX as usize / 4)
+    };
+    let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
+    let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
+    let product = alpha != 0.0 && k > 0;
+    let spans = (
+        span(ldc, m, n),
+        if product { span(lda, a_rows, a_cols).zip(span(ldb, b_rows, b_cols)) } else { Some((0, 0)) },
+    );
+    let (Some(c_len), Some((a_len, b_len))) = spans else {
+        eprintln!("sgemm: {routine}: the matrices span more memory than an address space holds");
+        return;
+    };
+    // SAFETY: the caller's C holds its ldc x (n - 1) + m elements (ldc >= m was checked).
+    let c_data = unsafe { std::slice::from_raw_parts_mut(c, c_len) };
     let mut c = MatMut::col_major(c_data, m, n, ldc);
-    if alpha == 0.0 || k == 0 {
+    if !product {
         // The product is zero: `A` and `B` are not read (they may be null), so they are passed
         // as `m x 0` and `0 x n`, which is the same GEMM.
         let (a, b) = (MatRef::col_major(&[], m, 0, m), MatRef::col_major(&[], 0, n, 1));
@@ -87,16 +103,10 @@ unsafe fn run(
         return;
     }
     // A is stored m x k (k x m when transposed), B k x n (n x k), column-major.
-    let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
-    let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
     // SAFETY: the caller's A and B hold their stored matrices with the checked leading
     // dimensions; the spans are exactly those elements.
-    let (a_data, b_data) = unsafe {
-        (
-            std::slice::from_raw_parts(a, lda * (a_cols - 1) + a_rows),
-            std::slice::from_raw_parts(b, ldb * (b_cols - 1) + b_rows),
-        )
-    };
+    let (a_data, b_data) =
+        unsafe { (std::slice::from_raw_parts(a, a_len), std::slice::from_raw_parts(b, b_len)) };
     let a = MatRef::col_major(a_data, a_rows, a_cols, lda);
     let b = MatRef::col_major(b_data, b_rows, b_cols, ldb);
     let a = if trans_a { a.t() } else { a };
