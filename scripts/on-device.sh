@@ -106,7 +106,7 @@ fi
 
 if want bench; then
 step "benchmark against cuBLAS (gemm bench: same process, same buffers, L2 flushed per replay)"
-$b/gemm bench --backend gpu --kernels "${KERNELS:-all}" --peers ${SIZES:+--sizes "$SIZES"} \
+$b/gemm bench --backend gpu --kernels "${KERNELS:-all}" --peers ${SIZES:+--sizes "$SIZES"} ${SHAPES:+--shapes "$SHAPES"} \
   --json "$out/bench-gpu.json" --csv "$out/bench-gpu.csv" --plot "$out/bench-gpu.svg" 2>&1 | tee "$out/bench.log" || status=1
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader | tee -a "$out/device.txt"
 fi

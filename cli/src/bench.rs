@@ -45,8 +45,13 @@ pub struct BenchArgs {
     /// Square sizes: a comma-separated list of `N` or `FIRST:LAST:STEP` ranges
     /// (default: 1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192 on the GPU,
     /// 512,1000,1024,2047,2048,4096,4097 on the CPU).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shapes")]
     sizes: Option<String>,
+    /// Shapes instead of square sizes: a comma-separated list of `MxNxK` (`C` is `M x N`, the
+    /// inner dimension `K`), e.g. vector-like `1x4096x8192`, small-k `4096x4096x16`, skinny
+    /// `32x4096x4096`. `shapes` alone is a sweep of such shapes.
+    #[arg(long)]
+    shapes: Option<String>,
     /// CPU thread counts, comma-separated; `all` is every core. Our threaded kernels and every
     /// peer run at each count, set explicitly (GPU rows record 1).
     #[arg(long, default_value = "1,all")]
@@ -138,6 +143,28 @@ pub fn replays(n: usize) -> usize {
     (1000.0 * ((1024.0 - n as f64) / 3100.0).exp()).max(20.0).round() as usize
 }
 
+/// The `--shapes shapes` sweep: vector-like, small-k, skinny, small square and large shapes.
+const SHAPE_SWEEP: &str = "1x4096x8192,4096x1x8192,4096x4096x1,4096x4096x16,4096x4096x64,\
+    8x4096x4096,32x4096x4096,128x4096x4096,4096x4096x128,256x256x256,512x512x512,4096x4096x4096";
+
+/// `--shapes` syntax: `MxNxK`, comma-separated (`shapes`: [`SHAPE_SWEEP`]).
+pub fn parse_shapes(spec: &str) -> Result<Vec<(usize, usize, usize)>, String> {
+    let spec = if spec == "shapes" { SHAPE_SWEEP } else { spec };
+    let shapes: Vec<_> = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let dims: Vec<usize> = item.split('x').filter_map(|d| d.trim().parse().ok()).collect();
+            match dims[..] {
+                [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
+                _ => Err(format!("--shapes: `{item}` is not MxNxK with positive sizes")),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    if shapes.is_empty() { Err("--shapes: no shape given".into()) } else { Ok(shapes) }
+}
+
 /// `--sizes` syntax: `N` and `FIRST:LAST:STEP`, comma-separated.
 pub fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
     let mut sizes = Vec::new();
@@ -215,33 +242,53 @@ fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64, estimato
 
 /// One problem's inputs, on the host.
 struct Problem {
+    m: usize,
     n: usize,
+    k: usize,
     a: Vec<f32>,
     b: Vec<f32>,
     c0: Vec<f32>,
 }
 
 impl Problem {
-    fn new(n: usize, seed: u64) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed ^ n as u64);
+    fn new((m, n, k): (usize, usize, usize), seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ (m * 31 + n * 17 + k) as u64);
         let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        Problem { n, a: random(n * n), b: random(n * n), c0: random(n * n) }
+        Problem { m, n, k, a: random(m * k), b: random(k * n), c0: random(m * n) }
     }
 
     fn views(&self) -> (MatRef<'_>, MatRef<'_>, MatRef<'_>) {
-        let n = self.n;
         (
-            MatRef::contiguous(&self.a, n, n),
-            MatRef::contiguous(&self.b, n, n),
-            MatRef::contiguous(&self.c0, n, n),
+            MatRef::contiguous(&self.a, self.m, self.k),
+            MatRef::contiguous(&self.b, self.k, self.n),
+            MatRef::contiguous(&self.c0, self.m, self.n),
         )
+    }
+
+    /// `2 m n k`.
+    fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+
+    /// The side of the cube with as much work: what the replay count is chosen by.
+    fn cube_side(&self) -> usize {
+        (self.m as f64 * self.n as f64 * self.k as f64).cbrt().round() as usize
+    }
+
+    /// `n` for a cube, `MxNxK` otherwise.
+    fn label(&self) -> String {
+        if self.m == self.n && self.n == self.k {
+            self.n.to_string()
+        } else {
+            format!("{}x{}x{}", self.m, self.n, self.k)
+        }
     }
 
     /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0).
     fn error(&self, c: &[f32]) -> f64 {
         let (a, b, c0) = self.views();
-        let rows = reference::sample_rows(self.n, reference::sample_count(self.n, self.n));
-        reference::compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(c, self.n, self.n), rows).max_error
+        let rows = reference::sample_rows(self.m, reference::sample_count(self.n, self.k));
+        reference::compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(c, self.m, self.n), rows).max_error
     }
 }
 
@@ -252,7 +299,13 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     let engine = crate::open(args.backend)?;
     let backend = engine.backend_name().to_string();
     let default_sizes = if engine.gpu().is_some() { GPU_SIZES } else { CPU_SIZES };
-    let sizes = parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?;
+    let shapes = match &args.shapes {
+        Some(spec) => parse_shapes(spec)?,
+        None => parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?
+            .into_iter()
+            .map(|n| (n, n, n))
+            .collect(),
+    };
     let thread_counts = if engine.gpu().is_some() { vec![1] } else { parse_threads(&args.threads)? };
     let kernels: Vec<String> = match args.kernels.as_str() {
         "auto" => vec!["auto".into()],
@@ -274,7 +327,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         None => cpu_name(),
     };
 
-    let progress = ProgressBar::new((sizes.len() * thread_counts.len() * kernels.len()) as u64);
+    let progress = ProgressBar::new((shapes.len() * thread_counts.len() * kernels.len()) as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed} / ~{duration}]")
             .expect("a valid template"),
@@ -284,7 +337,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     say(
         &progress,
         format!(
-            "{:>6} {:>3} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>7} {:>9}",
+            "{:>14} {:>3} {:<16} {:>10} {:>10} {:>7} {:>9} {:>9} {:>7} {:>7} {:>9}",
             "n",
             "thr",
             "kernel",
@@ -299,12 +352,13 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         ),
     );
     let mut rows = Vec::new();
-    for &n in &sizes {
-        // One problem per size, shared by every thread count.
-        let problem = Problem::new(n, args.seed);
-        let flops = 2.0 * (n as f64).powi(3);
+    for &shape in &shapes {
+        // One problem per shape, shared by every thread count.
+        let problem = Problem::new(shape, args.seed);
+        let (m, n, k) = shape;
+        let flops = problem.flops();
         for &threads in &thread_counts {
-            progress.set_message(format!("n = {n}, {threads} thread(s)"));
+            progress.set_message(format!("{}, {threads} thread(s)", problem.label()));
             let Timings { ours, peers, peak } = match (engine.gpu(), flush.as_mut()) {
                 (Some(gpu), Some(flush)) => {
                     time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
@@ -318,9 +372,9 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     backend: backend.clone(),
                     kernel,
                     resolved,
-                    m: n,
+                    m,
                     n,
-                    k: n,
+                    k,
                     threads,
                     seconds: timing.seconds,
                     median_seconds: timing.median_seconds,
@@ -339,8 +393,8 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                 say(
                     &progress,
                     format!(
-                        "{:>6} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>7} {:>9.2e}{}",
-                        n,
+                        "{:>14} {:>3} {:<16} {:>10.3} {:>10.3} {:>6.1}% {:>9.3} {:>9} {:>7} {:>7} {:>9.2e}{}",
+                        problem.label(),
                         threads,
                         row.kernel,
                         row.seconds * 1e3,
@@ -414,13 +468,13 @@ fn time_gpu(
     let (a_dev, b_dev) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut c_dev = gpu.upload(&c0)?;
     let mut c = problem.c0.clone();
-    let replays = replays(problem.n);
+    let replays = replays(problem.cube_side());
 
     // Checks one run of `launch`, then times `replays` runs, each after an L2 flush.
     let mut measure = |name: &str, launch: &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>| {
         launch(&mut c_dev)?;
         gpu.synchronize()?;
-        gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, problem.n, problem.n))?;
+        gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, problem.m, problem.n))?;
         let error = problem.error(&c);
         let mut samples = Vec::with_capacity(replays);
         for _ in 0..replays {
@@ -524,7 +578,7 @@ fn time_cpu(
     progress: &ProgressBar,
 ) -> Result<Timings, BenchError> {
     let (a, b, _) = problem.views();
-    let n = problem.n;
+    let (m, n) = (problem.m, problem.n);
     let mut contenders: Vec<Contender> = Vec::new();
     for kernel in kernels {
         // Every CPU kernel is strict: `auto` and `strict` are the same automatic choice.
@@ -538,7 +592,7 @@ fn time_cpu(
                 &a,
                 &b,
                 0.0,
-                &mut MatMut::contiguous(c, n, n),
+                &mut MatMut::contiguous(c, m, n),
             )
         });
         contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
@@ -580,7 +634,7 @@ fn time_cpu(
     const SAMPLE_SECONDS: f64 = 100e-6;
     let fastest = untimed.iter().copied().fold(f64::INFINITY, f64::min);
     let calls = ((SAMPLE_SECONDS / fastest).ceil() as usize).clamp(1, 100_000);
-    let rounds = ((10.0 / (round_seconds * calls as f64)) as usize).clamp(7, replays(n));
+    let rounds = ((10.0 / (round_seconds * calls as f64)) as usize).clamp(7, replays(problem.cube_side()));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
     for _ in 0..rounds {
         for ((_, _, run, settle), samples) in contenders.iter().zip(&mut samples) {
@@ -717,6 +771,9 @@ mod tests {
     fn sizes_parse_lists_and_ranges() {
         assert_eq!(parse_sizes("512,1024:2048:512, 4097").unwrap(), vec![512, 1024, 1536, 2048, 4097]);
         assert!(parse_sizes("1024:512:1").is_err());
+        assert_eq!(parse_shapes("1x4096x8192, 33x7x5").unwrap(), vec![(1, 4096, 8192), (33, 7, 5)]);
+        assert_eq!(parse_shapes("shapes").unwrap().len(), 12);
+        assert!(parse_shapes("4x0x2").is_err() && parse_shapes("4x2").is_err() && parse_shapes("").is_err());
         assert!(parse_sizes("x").is_err());
         assert!(parse_sizes("").is_err());
     }
