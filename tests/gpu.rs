@@ -39,6 +39,23 @@ fn every_gpu_kernel_passes_the_suite() {
 }
 
 #[test]
+fn the_automatic_choice_of_each_policy_passes_the_suite() {
+    // The policies pick their kernel by shape (Gpu::chosen_for): the suite's shapes, small k
+    // and large, go through whichever each policy picks.
+    let Some(gpu) = gpu_or_skip("the_automatic_choice_of_each_policy_passes_the_suite") else { return };
+    let mut failures = Vec::new();
+    for precision in [Precision::Accurate, Precision::Strict] {
+        let gpu = gpu.clone().with_precision(precision);
+        let (failed, worst) = check::run_suite(|alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            gpu.gemm(alpha, a, b, beta, c)
+        });
+        println!("gpu {precision:?}: {} failed, max normalized error {worst:.2e}", failed.len());
+        failures.extend(failed.into_iter().map(|f| format!("gpu {precision:?}: {f}")));
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
 fn device_resident_calls_match_host_calls() {
     let Some(gpu) = gpu_or_skip("device_resident_calls_match_host_calls") else { return };
     let (m, n, k) = (129, 65, 33);
