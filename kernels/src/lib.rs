@@ -44,11 +44,13 @@ pub mod infra {
     pub mod ptx;
 }
 
-/// The kernels the precision policies choose: `split_k` (f32 FMAs) and `warpgroup` (3xTF32 on
-/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range).
+/// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
+/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range)
+/// and `vector` (matrix-vector products, f32 FMAs).
 pub mod production {
     pub mod scaling;
     pub mod split_k;
+    pub mod vector;
     pub mod warpgroup;
 }
 

@@ -29,7 +29,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::warpgroup;
+use sgemm_kernels::production::{vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes, span};
@@ -141,6 +141,8 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
+    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
+    vector: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -223,6 +225,7 @@ impl Gpu {
         let load = |spec: KernelSpec| load_kernel(&module, spec);
         let production =
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
+        let vector = load(vector::SPEC)?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -250,6 +253,7 @@ impl Gpu {
             ladder: OnceLock::new(),
             accurate,
             strict,
+            vector,
             scale_c,
             transpose,
             pad,
@@ -346,11 +350,19 @@ impl Gpu {
     }
 
     /// The kernel this handle's calls of shape `m x n x k` run: the one chosen by name, else
-    /// the precision policy's: [`ACCURATE_KERNEL`] where the device has it, except on a small
-    /// inner dimension (`k <=` [`SMALL_K`]), and [`STRICT_KERNEL`] otherwise. Both meet
-    /// [`Precision::Accurate`]'s contract; below `SMALL_K` the tensor-core kernel's pipeline
-    /// has too few steps to pay for itself.
-    pub fn chosen_for(&self, _m: usize, _n: usize, k: usize) -> &GpuKernel {
+    /// the precision policy's:
+    /// - a matrix-vector product (`m == 1` or `n == 1`): the `vector` kernel (`f32` FMAs), which
+    ///   spreads the reads a tile kernel would make in one row of each tile over the whole grid;
+    /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
+    ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
+    ///   itself; [`STRICT_KERNEL`] otherwise;
+    /// - [`Precision::Strict`]: [`STRICT_KERNEL`].
+    ///
+    /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
+    pub fn chosen_for(&self, m: usize, n: usize, k: usize) -> &GpuKernel {
+        if self.kernel.is_none() && (m == 1 || n == 1) {
+            return &self.loaded.vector;
+        }
         let policy = match self.precision {
             Precision::Accurate if k > SMALL_K => self.loaded.accurate,
             Precision::Accurate | Precision::Strict => self.loaded.strict,
@@ -450,6 +462,11 @@ impl Gpu {
             Work::Product => {}
         }
         let shape = (m, n, k);
+        if kernel.spec.name == vector::SPEC.name && m != 1 && n != 1 {
+            return Err(Error::DimensionMismatch(format!(
+                "the `vector` kernel computes products with m = 1 or n = 1, not {m}x{n}"
+            )));
+        }
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
         // Operands the kernel cannot read as they are become row-major copies: transposed ones,
         // and for a kernel with only 16-byte loads, ones whose rows are not a multiple of 4
@@ -906,6 +923,7 @@ mod tests {
                         n if n == pad::SPEC.entry => &pad,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
+                        n if n == vector::SPEC.entry => &gemm,
                         n if gemm_entries.contains(&n) => &gemm,
                         _ => panic!("entry point {name} has no parameter declaration on the host"),
                     };

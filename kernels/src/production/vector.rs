@@ -1,0 +1,123 @@
+//! Matrix-vector products through the GEMM interface: `C = alpha * A * B + beta * C` where `C`
+//! is a single column (`n == 1`: `A` times a vector) or a single row (`m == 1`: a vector times
+//! `B`). A tile kernel computes such a product in one row or column of each 128 x 128 tile, so
+//! most of its work is padding; this kernel gives every thread of the grid a share of the
+//! reads, which is what bounds a matrix-vector product (each element of the matrix is used
+//! once).
+//!
+//! A block is 32 x 32 threads and owns 32 outputs:
+//! - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
+//!   elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
+//! - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
+//!   rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row).
+//!
+//! Each thread sums its share with one `f32` FMA per product, in order, four loads ahead; the
+//! 32 partial sums of an output are then added in a fixed order through shared memory, so the
+//! result does not vary from run to run. `C` is not read when `beta == 0`.
+
+use crate::infra::launch::{KernelSpec, Module};
+
+/// Outputs per block, threads per output.
+const LANES: u32 = 32;
+
+/// Launch configuration of [`sgemm_vector`](self): `tile` covers 32 outputs either way (32
+/// rows of a column, or 32 columns of a row), so `grid(m, n)` is right for both.
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "vector",
+    entry: "sgemm_vector",
+    vec4_entry: None,
+    summary: "matrix-vector products (m = 1 or n = 1), 32 threads per output",
+    block: (LANES, LANES),
+    tile: (LANES, LANES),
+    smem_bytes: LANES * (LANES + 1) * 4,
+    min_blocks_per_sm: 0,
+    splits_k: false,
+    vec4_only: false,
+    arch: None,
+    module: Module::Production,
+};
+
+#[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
+mod device_code {
+    use super::{LANES, SPEC};
+    use crate::infra::device::*;
+
+    /// Loads ahead of the FMAs: the loads of a group are independent, so they are in flight
+    /// together.
+    const AHEAD: u32 = 4;
+
+    /// `sum + x[0] y[0] + x[stride] y[stride step] + ...` over `p = first, first + 32, ... < k`,
+    /// one FMA per product in order, where `x(p)` and `y(p)` give the addresses of the factors.
+    ///
+    /// # Safety
+    /// Every address `x(p)`, `y(p)` for `p < k` is readable.
+    #[inline(always)]
+    unsafe fn strided_dot(
+        first: u32,
+        k: u32,
+        x: impl Fn(u32) -> *const f32,
+        y: impl Fn(u32) -> *const f32,
+    ) -> f32 {
+        let mut sum = 0.0f32;
+        let mut p = first;
+        unsafe {
+            while p + (AHEAD - 1) * LANES < k {
+                let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * LANES));
+                let ys: [f32; AHEAD as usize] = core::array::from_fn(|i| *y(p + i as u32 * LANES));
+                for i in 0..AHEAD as usize {
+                    sum = fma(xs[i], ys[i], sum);
+                }
+                p += AHEAD * LANES;
+            }
+            while p < k {
+                sum = fma(*x(p), *y(p), sum);
+                p += LANES;
+            }
+        }
+        sum
+    }
+
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m == 1` or `n == 1`,
+    /// launched with [`SPEC`].
+    unsafe fn vector(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let partials = dynamic_shared_f32();
+        let at = |row: u32, col: u32| row as usize * (LANES + 1) as usize + col as usize;
+        // SAFETY: every read is guarded to A's m x k and B's k x n; the shared array is
+        // LANES x (LANES + 1), written at (ty, tx) and read after the barrier.
+        unsafe {
+            if n == 1 {
+                let row = block_y() * LANES + ty;
+                let sum = if row < m {
+                    strided_dot(tx, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
+                } else {
+                    0.0
+                };
+                *partials.add(at(ty, tx)) = sum;
+                sync_threads();
+                if tx == 0 && row < m {
+                    let total = (0..LANES).fold(0.0f32, |t, lane| t + *partials.add(at(ty, lane)));
+                    update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
+                }
+            } else {
+                let col = block_x() * LANES + tx;
+                let sum = if col < n {
+                    strided_dot(ty, k, |p| a.add(p as usize), |p| b.add(offset(p, col, ldb)))
+                } else {
+                    0.0
+                };
+                *partials.add(at(ty, tx)) = sum;
+                sync_threads();
+                if ty == 0 && col < n {
+                    let total = (0..LANES).fold(0.0f32, |t, warp| t + *partials.add(at(warp, tx)));
+                    update_c(c.add(col as usize), alpha, total, beta);
+                }
+            }
+        }
+    }
+
+    gemm_entry! { production:
+        /// Matrix-vector products: [`vector`]'s entry point.
+        sgemm_vector => vector
+    }
+}
