@@ -356,7 +356,7 @@ impl Gpu {
     /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
     ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
     ///   itself; [`STRICT_KERNEL`] otherwise;
-    /// - [`Precision::Strict`]: [`STRICT_KERNEL`].
+    /// - under [`Precision::Strict`], [`STRICT_KERNEL`].
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, m: usize, n: usize, k: usize) -> &GpuKernel {
