@@ -44,7 +44,7 @@ mod device_code {
 
     /// Loads ahead of the FMAs: the loads of a group are independent, so they are in flight
     /// together.
-    const AHEAD: u32 = 4;
+    const AHEAD: u32 = 8;
 
     /// `sum + x[0] y[0] + x[stride] y[stride step] + ...` over `p = first, first + 32, ... < k`,
     /// one FMA per product in order, where `x(p)` and `y(p)` give the addresses of the factors.
