@@ -138,10 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn this_cpu_reports_an_l2() {
-        // Every x86-64 CPU this runs on describes its caches one way or the other.
-        if cfg!(target_arch = "x86_64") {
-            assert!(l2_bytes().is_some_and(|b| b >= 256 << 10), "{:?}", l2_bytes());
+    fn what_this_cpu_reports_is_a_plausible_l2() {
+        // A hypervisor may hide the caches from both sources; what is reported must be sane.
+        match (from_sysfs(), from_cpuid()) {
+            (None, None) => eprintln!("this CPU reports no L2 size: the L3 blocking applies"),
+            (sysfs, cpuid) => {
+                for bytes in [sysfs, cpuid].into_iter().flatten() {
+                    assert!((128 << 10..=64 << 20).contains(&bytes), "L2 of {bytes} bytes");
+                }
+            }
         }
     }
 }
