@@ -141,7 +141,7 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
-    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
+    /// The kernel for products with few rows or columns of `C`, under either policy.
     vector: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
@@ -351,8 +351,9 @@ impl Gpu {
 
     /// The kernel this handle's calls of shape `m x n x k` run: the one chosen by name, else
     /// the precision policy's:
-    /// - a matrix-vector product (`m == 1` or `n == 1`): the `vector` kernel (`f32` FMAs), which
-    ///   spreads the reads a tile kernel would make in one row of each tile over the whole grid;
+    /// - a product with at most [`vector::FEW`] rows or columns of `C` (matrix-vector products
+    ///   among them): the `vector` kernel (`f32` FMAs), which spreads the reads a tile kernel
+    ///   would make in a few rows of each tile over the whole grid;
     /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
     ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
     ///   itself; [`STRICT_KERNEL`] otherwise;
@@ -360,7 +361,7 @@ impl Gpu {
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, m: usize, n: usize, k: usize) -> &GpuKernel {
-        if self.kernel.is_none() && (m == 1 || n == 1) {
+        if self.kernel.is_none() && (m <= vector::FEW || n <= vector::FEW) {
             return &self.loaded.vector;
         }
         let policy = match self.precision {
@@ -462,9 +463,10 @@ impl Gpu {
             Work::Product => {}
         }
         let shape = (m, n, k);
-        if kernel.spec.name == vector::SPEC.name && m != 1 && n != 1 {
+        if kernel.spec.name == vector::SPEC.name && m > vector::FEW && n > vector::FEW {
             return Err(Error::DimensionMismatch(format!(
-                "the `vector` kernel computes products with m = 1 or n = 1, not {m}x{n}"
+                "the `vector` kernel computes products with at most {} rows or columns, not {m}x{n}",
+                vector::FEW
             )));
         }
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
