@@ -46,7 +46,7 @@ pub mod infra {
 
 /// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
 /// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range)
-/// and `vector` (products with at most 8 rows or columns of `C`, f32 FMAs).
+/// and `vector` (matrix-vector products, f32 FMAs).
 pub mod production {
     pub mod scaling;
     pub mod split_k;

@@ -141,7 +141,7 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
-    /// The kernel for products with few rows or columns of `C`, under either policy.
+    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
     vector: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
@@ -351,9 +351,8 @@ impl Gpu {
 
     /// The kernel this handle's calls of shape `m x n x k` run: the one chosen by name, else
     /// the precision policy's:
-    /// - a product with at most [`vector::FEW`] rows or columns of `C` (matrix-vector products
-    ///   among them): the `vector` kernel (`f32` FMAs), which spreads the reads a tile kernel
-    ///   would make in a few rows of each tile over the whole grid;
+    /// - a matrix-vector product (`m == 1` or `n == 1`): the `vector` kernel (`f32` FMAs), which
+    ///   spreads the reads a tile kernel would make in one row of each tile over the whole grid;
     /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
     ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
     ///   itself; [`STRICT_KERNEL`] otherwise;
@@ -361,7 +360,7 @@ impl Gpu {
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, m: usize, n: usize, k: usize) -> &GpuKernel {
-        if self.kernel.is_none() && (m <= vector::FEW || n <= vector::FEW) {
+        if self.kernel.is_none() && (m == 1 || n == 1) {
             return &self.loaded.vector;
         }
         let policy = match self.precision {
@@ -463,10 +462,9 @@ impl Gpu {
             Work::Product => {}
         }
         let shape = (m, n, k);
-        if kernel.spec.name == vector::SPEC.name && m > vector::FEW && n > vector::FEW {
+        if kernel.spec.name == vector::SPEC.name && m != 1 && n != 1 {
             return Err(Error::DimensionMismatch(format!(
-                "the `vector` kernel computes products with at most {} rows or columns, not {m}x{n}",
-                vector::FEW
+                "the `vector` kernel computes products with m = 1 or n = 1, not {m}x{n}"
             )));
         }
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
