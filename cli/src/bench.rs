@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sgemm::{Backend, Error, Gpu, MatMut, MatRef};
+use sgemm::{Backend, Error, Gpu, Layout, MatMut, MatRef};
 use sgemm_check::reference;
 
 use crate::plot;
@@ -487,8 +487,8 @@ fn time_gpu(
     let strict = gpu.clone().with_precision(sgemm::Precision::Strict);
     for kernel in kernels {
         let resolved = match kernel.as_str() {
-            "auto" => gpu.chosen_for(problem.m, problem.n, problem.k),
-            "strict" => strict.chosen_for(problem.m, problem.n, problem.k),
+            "auto" => gpu.chosen_for(Layout::RowMajor, problem.m, problem.n, problem.k),
+            "strict" => strict.chosen_for(Layout::RowMajor, problem.m, problem.n, problem.k),
             name => gpu.kernel(name)?,
         };
         let timing = measure(kernel, &|c| gpu.enqueue(resolved, 1.0, &a_dev, &b_dev, 0.0, c))?;

@@ -46,8 +46,9 @@ pub mod infra {
 
 /// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
 /// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range)
-/// and `vector` (matrix-vector products, f32 FMAs).
+/// `vector` (matrix-vector products) and `few_rows` (at most 8 rows of `C`), both f32 FMAs.
 pub mod production {
+    pub mod few_rows;
     pub mod scaling;
     pub mod split_k;
     pub mod vector;

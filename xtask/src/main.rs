@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use sgemm_kernels::helpers::{pad, scale, transpose};
-use sgemm_kernels::production::{split_k, vector};
+use sgemm_kernels::production::{few_rows, split_k, vector};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 /// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
@@ -181,10 +181,17 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, the matrix-vector kernel, `scale_c`,
+/// Every kernel the host may launch: the GEMM registry, `vector`, `few_rows`, `scale_c`,
 /// `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
-    GEMM_KERNELS.iter().chain([&vector::SPEC, &scale::SPEC, &transpose::SPEC, &pad::SPEC, &split_k::REDUCE])
+    GEMM_KERNELS.iter().chain([
+        &vector::SPEC,
+        &few_rows::SPEC,
+        &scale::SPEC,
+        &transpose::SPEC,
+        &pad::SPEC,
+        &split_k::REDUCE,
+    ])
 }
 
 fn find_ptxas() -> Option<PathBuf> {

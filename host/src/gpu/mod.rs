@@ -29,7 +29,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{vector, warpgroup};
+use sgemm_kernels::production::{few_rows, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes, span};
@@ -143,6 +143,8 @@ struct Loaded {
     strict: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
     vector: GpuKernel,
+    /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
+    few_rows: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -226,6 +228,7 @@ impl Gpu {
         let production =
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let vector = load(vector::SPEC)?;
+        let few_rows = load(few_rows::SPEC)?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -254,6 +257,7 @@ impl Gpu {
             accurate,
             strict,
             vector,
+            few_rows,
             scale_c,
             transpose,
             pad,
@@ -349,19 +353,30 @@ impl Gpu {
         }
     }
 
-    /// The kernel this handle's calls of shape `m x n x k` run: the one chosen by name, else
-    /// the precision policy's:
-    /// - a matrix-vector product (`m == 1` or `n == 1`): the `vector` kernel (`f32` FMAs), which
-    ///   spreads the reads a tile kernel would make in one row of each tile over the whole grid;
+    /// The kernel this handle's calls run for a `C` of `m x n` in `layout` and an inner
+    /// dimension `k`: the one chosen by name, else the precision policy's, by the shape of the
+    /// row-major product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
+    /// - a matrix-vector product (one row or one column): the `vector` kernel (`f32` FMAs),
+    ///   which spreads the reads a tile kernel would make in one row of each tile over the grid;
+    /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise;
     /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
     ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
     ///   itself; [`STRICT_KERNEL`] otherwise;
     /// - under [`Precision::Strict`], [`STRICT_KERNEL`].
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
-    pub fn chosen_for(&self, m: usize, n: usize, k: usize) -> &GpuKernel {
-        if self.kernel.is_none() && (m == 1 || n == 1) {
-            return &self.loaded.vector;
+    pub fn chosen_for(&self, layout: Layout, m: usize, n: usize, k: usize) -> &GpuKernel {
+        let (m, n) = match layout {
+            Layout::RowMajor => (m, n),
+            Layout::ColMajor => (n, m),
+        };
+        if self.kernel.is_none() {
+            if m == 1 || n == 1 {
+                return &self.loaded.vector;
+            }
+            if m <= few_rows::FEW {
+                return &self.loaded.few_rows;
+            }
         }
         let policy = match self.precision {
             Precision::Accurate if k > SMALL_K => self.loaded.accurate,
@@ -400,7 +415,7 @@ impl Gpu {
             self.enqueue_scale_c(beta, c_dev.view_mut())?;
         } else {
             let (a_dev, b_dev) = (self.upload(a)?, self.upload(b)?);
-            let kernel = self.chosen_for(c.rows, c.cols, a.cols);
+            let kernel = self.chosen_for(c.layout, c.rows, c.cols, a.cols);
             self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
         }
         self.download(&c_dev, c)
@@ -420,7 +435,7 @@ impl Gpu {
         c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
         let (a, c) = (a.into(), c.into());
-        self.enqueue(self.chosen_for(c.rows(), c.cols(), a.cols()), alpha, a, b, beta, c)?;
+        self.enqueue(self.chosen_for(c.layout(), c.rows(), c.cols(), a.cols()), alpha, a, b, beta, c)?;
         self.synchronize()
     }
 
@@ -462,9 +477,15 @@ impl Gpu {
             Work::Product => {}
         }
         let shape = (m, n, k);
-        if kernel.spec.name == vector::SPEC.name && m != 1 && n != 1 {
+        let fits = match kernel.spec.name {
+            name if name == vector::SPEC.name => m == 1 || n == 1,
+            name if name == few_rows::SPEC.name => m <= few_rows::FEW,
+            _ => true,
+        };
+        if !fits {
             return Err(Error::DimensionMismatch(format!(
-                "the `vector` kernel computes products with m = 1 or n = 1, not {m}x{n}"
+                "`{}` does not compute a {m}x{n} C (row-major; see Gpu::chosen_for)",
+                kernel.spec.name
             )));
         }
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
@@ -923,7 +944,7 @@ mod tests {
                         n if n == pad::SPEC.entry => &pad,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
-                        n if n == vector::SPEC.entry => &gemm,
+                        n if n == vector::SPEC.entry || n == few_rows::SPEC.entry => &gemm,
                         n if gemm_entries.contains(&n) => &gemm,
                         _ => panic!("entry point {name} has no parameter declaration on the host"),
                     };

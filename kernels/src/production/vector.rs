@@ -11,7 +11,7 @@
 //! - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
 //!   rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row).
 //!
-//! Each thread sums its share with one `f32` FMA per product, in order, four loads ahead; the
+//! Each thread sums its share with one `f32` FMA per product, in order, eight loads ahead; the
 //! 32 partial sums of an output are then added in a fixed order through shared memory, so the
 //! result does not vary from run to run. `C` is not read when `beta == 0`.
 
