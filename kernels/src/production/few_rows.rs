@@ -61,21 +61,30 @@ mod device_code {
         // each partial is written by one thread and read after the barrier.
         unsafe {
             if col < n {
+                // Loops over all FEW rows with a uniform guard, so that they unroll and the
+                // sums stay in registers.
                 let mut p = ty;
                 while p + (AHEAD - 1) * WARPS < k {
                     let bs: [f32; AHEAD as usize] =
                         core::array::from_fn(|s| *b.add(offset(p + s as u32 * WARPS, col, ldb)));
-                    for (i, sum) in sums.iter_mut().enumerate().take(rows) {
-                        for (s, &bv) in bs.iter().enumerate() {
-                            *sum = fma(*a.add(offset(i as u32, p + s as u32 * WARPS, lda)), bv, *sum);
+                    let avs: [[f32; AHEAD as usize]; FEW] = core::array::from_fn(|i| {
+                        core::array::from_fn(|s| {
+                            if i < rows { *a.add(offset(i as u32, p + s as u32 * WARPS, lda)) } else { 0.0 }
+                        })
+                    });
+                    for (sum, avs) in sums.iter_mut().zip(&avs) {
+                        for (&av, &bv) in avs.iter().zip(&bs) {
+                            *sum = fma(av, bv, *sum);
                         }
                     }
                     p += AHEAD * WARPS;
                 }
                 while p < k {
                     let bv = *b.add(offset(p, col, ldb));
-                    for (i, sum) in sums.iter_mut().enumerate().take(rows) {
-                        *sum = fma(*a.add(offset(i as u32, p, lda)), bv, *sum);
+                    for (i, sum) in sums.iter_mut().enumerate() {
+                        if i < rows {
+                            *sum = fma(*a.add(offset(i as u32, p, lda)), bv, *sum);
+                        }
                     }
                     p += WARPS;
                 }
