@@ -358,7 +358,8 @@ impl Gpu {
     /// row-major product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
     /// - a matrix-vector product (one row or one column): the `vector` kernel (`f32` FMAs),
     ///   which spreads the reads a tile kernel would make in one row of each tile over the grid;
-    /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise;
+    /// - at most [`few_rows::FEW`] rows and `k <= 2 n`: the `few_rows` kernel (`f32` FMAs),
+    ///   likewise (its grid is `n / 32` blocks, too few for a deep `k` over a narrow `n`);
     /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
     ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
     ///   itself; [`STRICT_KERNEL`] otherwise;
@@ -374,7 +375,7 @@ impl Gpu {
             if m == 1 || n == 1 {
                 return &self.loaded.vector;
             }
-            if m <= few_rows::FEW {
+            if m <= few_rows::FEW && k <= 2 * n {
                 return &self.loaded.few_rows;
             }
         }
