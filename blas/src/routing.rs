@@ -6,14 +6,14 @@
 //! | `SGEMM_BACKEND` | `auto`, `cpu`, `gpu` | `auto` |
 //! | `SGEMM_PRECISION` | `accurate`, `strict` | `accurate` |
 //! | `SGEMM_CPU_THREADS` | a count | every core |
-//! | `SGEMM_GPU_MIN_WORK` | `m * n * k` | 1.3e8 |
+//! | `SGEMM_GPU_MIN_WORK` | `m * n * k` | 8.4e6 per CPU thread |
 //! | `SGEMM_VERBOSE` | `1` | off |
 //!
 //! Under `auto` a product goes to the GPU when there is a usable one and `m * n * k` is at
 //! least `SGEMM_GPU_MIN_WORK`: from host memory a GPU call copies `A`, `B` and `C` over PCIe
-//! and back, which a small product does not earn back. The default is where the two crossed on
-//! an H100 beside a 16-core Xeon, square products from host memory: level at n = 256, the GPU
-//! 5-10% ahead at 512 (512^3 = 1.3e8) and 1.5x at 768 (`docs/performance-notes.md`).
+//! and back, which a small product does not earn back. The CPU's time for a product falls
+//! with its thread count while the GPU's copies do not, so the default is a share of work per
+//! CPU thread ([`GPU_MIN_WORK_PER_THREAD`]): more cores keep larger products on the CPU.
 //! `gpu` sends every product there (and falls back to the CPU, saying so once, when there is no
 //! GPU); `cpu` never opens the GPU. `SGEMM_VERBOSE=1` prints one line per call to standard
 //! error: the shape, where it ran, and how long it took. A value that does not parse is
@@ -45,13 +45,22 @@ fn var<T>(name: &str, default: T, parse: impl FnOnce(&str) -> Option<T>) -> T {
     }
 }
 
+/// The `m * n * k` per CPU thread from which a product goes to the GPU under `auto`: the
+/// crossing of the two paths from host memory, 512^3 over 16 threads, as measured in
+/// `docs/performance-notes.md`.
+pub const GPU_MIN_WORK_PER_THREAD: f64 = (512.0 * 512.0 * 512.0) / 16.0;
+
 impl Config {
     fn from_env() -> Self {
+        let threads = var("SGEMM_CPU_THREADS", None, |v| v.parse().ok().filter(|&t| t > 0).map(Some));
+        let cpu_threads = threads.unwrap_or_else(sgemm::cpu::default_threads);
         Self {
             backend: var("SGEMM_BACKEND", Backend::Auto, |v| v.parse().ok()),
             precision: var("SGEMM_PRECISION", Precision::Accurate, |v| v.parse().ok()),
-            threads: var("SGEMM_CPU_THREADS", None, |v| v.parse().ok().filter(|&t| t > 0).map(Some)),
-            gpu_min_work: var("SGEMM_GPU_MIN_WORK", 1.3e8, |v| v.parse().ok().filter(|w: &f64| *w >= 0.0)),
+            threads,
+            gpu_min_work: var("SGEMM_GPU_MIN_WORK", GPU_MIN_WORK_PER_THREAD * cpu_threads as f64, |v| {
+                v.parse().ok().filter(|w: &f64| *w >= 0.0)
+            }),
             verbose: var("SGEMM_VERBOSE", false, |v| match v {
                 "1" | "true" | "yes" => Some(true),
                 "0" | "false" | "no" | "" => Some(false),

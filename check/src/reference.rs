@@ -106,7 +106,14 @@ pub fn compare(
         }
         found
     };
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(rows.len().max(1));
+    // Threads pay for themselves only on large rows: the suite's thousands of small cases
+    // run on the calling thread.
+    let work = rows.len() * b.cols * a.cols;
+    let threads = if work < PARALLEL_WORK {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |t| t.get()).min(rows.len())
+    };
     let chunk = rows.len().div_ceil(threads).max(1);
     let per_chunk: Vec<Vec<Comparison>> = std::thread::scope(|scope| {
         let workers: Vec<_> = rows
@@ -123,6 +130,9 @@ pub fn compare(
     }
     found
 }
+
+/// The multiply-adds of a comparison below which it runs on the calling thread alone.
+const PARALLEL_WORK: usize = 1 << 22;
 
 /// How many rows of an `m x n` result with inner dimension `k` to check against the reference
 /// ([`sample_rows`]): 16, fewer when `n x k` is past `2^28` (16384^2 on both), so that the

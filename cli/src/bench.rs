@@ -147,6 +147,11 @@ pub fn replays(n: usize) -> usize {
 const SHAPE_SWEEP: &str = "1x4096x8192,4096x1x8192,4096x4096x1,4096x4096x16,4096x4096x64,\
     8x4096x4096,32x4096x4096,128x4096x4096,4096x4096x128,256x256x256,512x512x512,4096x4096x4096";
 
+/// How a shape is written in tables: `n` for a cube, `MxNxK` otherwise.
+pub fn shape_label(m: usize, n: usize, k: usize) -> String {
+    if m == n && n == k { n.to_string() } else { format!("{m}x{n}x{k}") }
+}
+
 /// `--shapes` syntax: `MxNxK`, comma-separated (`shapes`: [`SHAPE_SWEEP`]).
 pub fn parse_shapes(spec: &str) -> Result<Vec<(usize, usize, usize)>, String> {
     let spec = if spec == "shapes" { SHAPE_SWEEP } else { spec };
@@ -277,11 +282,7 @@ impl Problem {
 
     /// `n` for a cube, `MxNxK` otherwise.
     fn label(&self) -> String {
-        if self.m == self.n && self.n == self.k {
-            self.n.to_string()
-        } else {
-            format!("{}x{}x{}", self.m, self.n, self.k)
-        }
+        shape_label(self.m, self.n, self.k)
     }
 
     /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0).

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::bench::{Record, Row};
+use crate::bench::{Record, Row, shape_label};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -218,13 +218,9 @@ fn cpu_table(record: &Record) -> String {
     s
 }
 
-/// `n` for a cube, `MxNxK` otherwise.
+/// The row's shape as tables write it.
 fn size(row: &Row) -> String {
-    if row.m == row.n && row.n == row.k {
-        row.n.to_string()
-    } else {
-        format!("{}x{}x{}", row.m, row.n, row.k)
-    }
+    shape_label(row.m, row.n, row.k)
 }
 
 #[cfg(test)]

@@ -38,6 +38,15 @@ pub(crate) trait View: Sized {
     fn t(self) -> Self;
 }
 
+/// `(m, n)` of the row-major `C` the kernels compute for a `rows x cols` `C` in `layout`: a
+/// column-major `C` is the row-major `C^T` ([`with_row_major_c`]).
+pub(crate) fn row_major_shape(layout: Layout, rows: usize, cols: usize) -> (usize, usize) {
+    match layout {
+        Layout::RowMajor => (rows, cols),
+        Layout::ColMajor => (cols, rows),
+    }
+}
+
 /// The same GEMM with a row-major `C`: a column-major `C` is the row-major `C^T`, and
 /// `C^T = op(B)^T op(A)^T` (seed 000, section 3), so the operands swap and transpose, as views.
 /// Returns `(op(A), op(B), C)` of the row-major problem.

@@ -94,7 +94,15 @@ impl DeviceMatrix {
 
     /// The matrix as a read-only view (what the GEMM calls take).
     pub fn view(&self) -> DeviceMatRef<'_> {
-        DeviceMatRef::of(self.buf.as_view(), self.rows, self.cols, self.ld, self.layout)
+        // A whole allocation of the driver's: 256-byte aligned, no pointer query needed.
+        DeviceMatRef {
+            buf: self.buf.as_view(),
+            rows: self.rows,
+            cols: self.cols,
+            ld: self.ld,
+            layout: self.layout,
+            aligned: true,
+        }
     }
 
     /// The matrix as a writable view.
@@ -160,13 +168,8 @@ impl<'a> DeviceMatRef<'a> {
     /// Errors as for a host matrix when `ld` is too small or `buf` shorter than the span.
     pub fn new(buf: CudaView<'a, f32>, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<Self> {
         check_span(buf.len(), layout, rows, cols, ld)?;
-        Ok(Self::of(buf, rows, cols, ld, layout))
-    }
-
-    /// A view whose span `buf` is known to hold.
-    fn of(buf: CudaView<'a, f32>, rows: usize, cols: usize, ld: usize, layout: Layout) -> Self {
         let aligned = buf.device_ptr(buf.stream()).0.is_multiple_of(16);
-        Self { aligned, buf, rows, cols, ld, layout }
+        Ok(Self { buf, rows, cols, ld, layout, aligned })
     }
 
     view_accessors!();

@@ -33,7 +33,7 @@ use sgemm_kernels::production::{few_rows, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes, span};
-use crate::semantics::{Work, with_row_major_c, work};
+use crate::semantics::{Work, row_major_shape, with_row_major_c, work};
 use crate::{Error, Precision, Result};
 
 /// The embedded kernel modules of one architecture.
@@ -170,9 +170,9 @@ pub const ACCURATE_KERNEL: &str = warpgroup::SPEC.name;
 /// alone do not fill the GPU.
 pub const STRICT_KERNEL: &str = split_k::SPEC.name;
 
-/// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: measured
-/// on an H100 at `m = n = 4096`, the FFMA kernel is 1.06-1.08x cuBLAS at `k = 16-128` where the
-/// tensor-core one is 0.44-0.94x, level at 192, and behind from 256.
+/// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: below
+/// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
+/// measured in `docs/performance-notes.md`).
 pub const SMALL_K: usize = 128;
 
 /// The least depth of a K slice worth its own block (split-K).
@@ -367,16 +367,14 @@ impl Gpu {
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, m: usize, n: usize, k: usize) -> &GpuKernel {
-        let (m, n) = match layout {
-            Layout::RowMajor => (m, n),
-            Layout::ColMajor => (n, m),
-        };
+        let (m, n) = row_major_shape(layout, m, n);
         if self.kernel.is_none() {
-            if m == 1 || n == 1 {
-                return &self.loaded.vector;
+            let (vector, few_rows) = (&self.loaded.vector, &self.loaded.few_rows);
+            if vector.spec.shapes.fits(m, n) {
+                return vector;
             }
-            if m <= few_rows::FEW && k <= 2 * n {
-                return &self.loaded.few_rows;
+            if few_rows.spec.shapes.fits(m, n) && k <= 2 * n {
+                return few_rows;
             }
         }
         let policy = match self.precision {
@@ -397,14 +395,13 @@ impl Gpu {
         }
         // Large operands are page-locked for the call, so that their copies are direct DMA;
         // the guards unregister them after the result is back.
-        let ctx = self.loaded.stream.context();
-        let read = work == Work::Product;
-        let spanned = |m: &MatRef| -> Option<pinned::Pinned> {
-            pinned::Pinned::new(ctx, &m.data[..span(m.layout, m.rows, m.cols, m.ld)])
+        let pin = |m: &MatRef| {
+            pinned::Pinned::new(self.loaded.stream.context(), &m.data[..span(m.layout, m.rows, m.cols, m.ld)])
         };
-        let c_view = c.as_ref();
-        let operands = if read { [Some(a), Some(b), Some(&c_view)] } else { [None, None, Some(&c_view)] };
-        let _pinned: Vec<_> = operands.into_iter().flatten().filter_map(spanned).collect();
+        let mut guards = vec![pin(&c.as_ref())];
+        if work == Work::Product {
+            guards.extend([pin(a), pin(b)]);
+        }
         // With beta == 0 C is not read: skip its upload.
         let mut c_dev = if beta == 0.0 {
             self.alloc_as(c.layout, c.rows, c.cols, c.ld)?
@@ -478,12 +475,7 @@ impl Gpu {
             Work::Product => {}
         }
         let shape = (m, n, k);
-        let fits = match kernel.spec.name {
-            name if name == vector::SPEC.name => m == 1 || n == 1,
-            name if name == few_rows::SPEC.name => m <= few_rows::FEW,
-            _ => true,
-        };
-        if !fits {
+        if !kernel.spec.shapes.fits(m, n) {
             return Err(Error::DimensionMismatch(format!(
                 "`{}` does not compute a {m}x{n} C (row-major; see Gpu::chosen_for)",
                 kernel.spec.name

@@ -1,7 +1,6 @@
 //! Page-locking a caller's host memory for the span of one call, so that its copies to and
 //! from the device are direct DMA at the bus's rate instead of staged through the driver's
-//! pinned buffers (measured on the device host: 64 MB copies at about 2 GB/s pageable;
-//! `docs/performance-notes.md`).
+//! pinned buffers.
 //!
 //! Registration has a cost of its own (the driver pins every page), so only large slices are
 //! registered; and it can fail (memory already registered, by another thread's call on the same

@@ -7,7 +7,7 @@
 //! so both global accesses are coalesced. The shared tile has 33 columns: a warp reading a
 //! column of it then touches 32 different banks instead of one.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Side of the square tile one block transposes.
 const TILE: u32 = 32;
@@ -30,6 +30,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Production,
+    shapes: Shapes::Any,
 };
 
 crate::infra::params::kernel_params! { $ transpose_entry,

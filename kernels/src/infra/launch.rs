@@ -48,6 +48,30 @@ pub struct KernelSpec {
     pub arch: Option<&'static str>,
     /// The PTX module the kernel's entries are compiled into.
     pub module: Module,
+    /// The shapes of `C` (row-major, as the kernels see it) the kernel computes.
+    pub shapes: Shapes,
+}
+
+/// The shapes of `C` a kernel computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shapes {
+    /// Any `m x n`.
+    Any,
+    /// One row or one column (`m == 1` or `n == 1`): matrix-vector products.
+    Vector,
+    /// At most this many rows.
+    FewRows(usize),
+}
+
+impl Shapes {
+    /// Whether an `m x n` `C` is one of these shapes.
+    pub const fn fits(self, m: usize, n: usize) -> bool {
+        match self {
+            Shapes::Any => true,
+            Shapes::Vector => m == 1 || n == 1,
+            Shapes::FewRows(rows) => m <= rows,
+        }
+    }
 }
 
 /// The PTX modules of an architecture. The host loads the production module when it opens a
@@ -93,6 +117,7 @@ impl KernelSpec {
             vec4_only: false,
             arch: None,
             module: Module::Production,
+            shapes: Shapes::Any,
         }
     }
 

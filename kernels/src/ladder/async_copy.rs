@@ -23,7 +23,7 @@
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each, warp-tiled as in
 //! [`warp_tile`](crate::ladder::warp_tile)), `C` written through shared memory.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
 /// Tiles in flight or being computed.
@@ -43,6 +43,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

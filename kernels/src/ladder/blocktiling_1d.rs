@@ -9,7 +9,7 @@
 //! Tile: 64x64 of `C`, `K` step 8, 512 threads, 4 KiB of shared memory. Edges: predicated
 //! loads put zeros outside the matrices; stores are guarded.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 64;
@@ -33,6 +33,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

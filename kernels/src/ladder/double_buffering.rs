@@ -29,7 +29,7 @@
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each), 128 registers (two
 //! blocks per SM, `.minnctapersm 2`), no local memory.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
 
 /// Launch configuration of [`sgemm_double_buffered`](self).
@@ -46,6 +46,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

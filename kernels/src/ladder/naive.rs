@@ -8,7 +8,7 @@
 //!
 //! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Launch configuration of [`sgemm_naive`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -24,6 +24,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 #[cfg(target_arch = "nvptx64")]

@@ -26,7 +26,7 @@
 //! 0..4, and before a tile's last step the next tile is waited for and published (one barrier
 //! per tile) and its first `A` rows and `B` columns load during the last products.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -59,6 +59,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

@@ -11,7 +11,7 @@
 //! `ld.global.nc` ([`ld_global_nc_f32`](crate::infra::ptx::ld_global_nc_f32)), so any `M`, `N`, `K`
 //! works with the same loop; threads outside `C` skip the store.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Depth of the `K` step: how many columns of `A` (rows of `B`) one shared-memory tile holds.
 pub const TILE_K: u32 = 32;
@@ -30,6 +30,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

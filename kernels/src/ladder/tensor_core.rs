@@ -34,7 +34,7 @@
 //! `C` is written from the accumulators directly: a lane holds 2 adjacent columns of 2 rows
 //! per product, so a warp's store writes 8 rows of 32 bytes each, whole sectors.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -74,6 +74,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: true,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

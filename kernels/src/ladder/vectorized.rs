@@ -14,7 +14,7 @@
 //!
 //! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 128;
@@ -39,6 +39,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

@@ -4,7 +4,7 @@
 //! The same body as `double_buffered` ([`warp_tile`](crate::ladder::warp_tile) with `R = 16`): each
 //! thread loads two 4-vectors of `A` per tile (rows 128 apart) and one of `B`.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 use crate::ladder::warp_tile::{BK, BN, THREADS, bm, smem_bytes, stage};
 
 /// Accumulator rows per lane.
@@ -24,6 +24,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Ladder,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(

@@ -11,7 +11,7 @@
 //! to run. `C` is not read when `beta == 0`. (Matrix-vector products have a kernel of their
 //! own, [`vector`](crate::production::vector), with twice the threads per output.)
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Shapes};
 
 /// The most rows of `C` the kernel computes.
 pub const FEW: usize = 8;
@@ -25,16 +25,13 @@ const WARPS: u32 = 16;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "few_rows",
     entry: "sgemm_few_rows",
-    vec4_entry: None,
     summary: "products with at most 8 rows of C, 16 threads per output",
     block: (LANES, WARPS),
     tile: (FEW as u32, LANES),
     smem_bytes: FEW as u32 * WARPS * (LANES + 1) * 4,
-    min_blocks_per_sm: 0,
-    splits_k: false,
-    vec4_only: false,
-    arch: None,
-    module: Module::Production,
+    shapes: Shapes::FewRows(FEW),
+    // Scalar loads, no launch bounds, no K split, every architecture: as the vector kernel.
+    ..crate::production::vector::SPEC
 };
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]

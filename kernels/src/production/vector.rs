@@ -15,7 +15,7 @@
 //! 32 partial sums of an output are then added in a fixed order through shared memory, so the
 //! result does not vary from run to run. `C` is not read when `beta == 0`.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Outputs per block, threads per output.
 const LANES: u32 = 32;
@@ -35,6 +35,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: false,
     arch: None,
     module: Module::Production,
+    shapes: Shapes::Vector,
 };
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]

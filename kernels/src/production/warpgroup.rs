@@ -33,7 +33,7 @@
 //!
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -75,6 +75,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_only: true,
     arch: Some("sm_90a"),
     module: Module::Production,
+    shapes: Shapes::Any,
 };
 
 const _: () = assert!(
