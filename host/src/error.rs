@@ -48,6 +48,21 @@ pub enum Error {
         /// The elements the slice has.
         len: usize,
     },
+    /// Two members of a batch's `C` share an element (a stride of 0, or one shorter than a
+    /// member's span that makes them cross): the products would overwrite each other.
+    #[error("members {first} and {second} of C overlap with stride {stride}: each product needs its own C")]
+    OverlappingOutputs {
+        /// The stride of `C`'s members.
+        stride: usize,
+        /// The first member that shares an element.
+        first: usize,
+        /// The member it shares it with.
+        second: usize,
+    },
+    /// The lists of a batch differ in length, or their members in shape, layout or leading
+    /// dimension where one is required.
+    #[error("batch mismatch: {0}")]
+    BatchMismatch(String),
     /// No usable CUDA driver or device.
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),

@@ -38,6 +38,7 @@
 
 #[cfg(feature = "ndarray")]
 mod arrays;
+pub mod batch;
 mod blas;
 pub mod cpu;
 mod error;
@@ -45,6 +46,7 @@ pub mod gpu;
 pub mod matrix;
 mod semantics;
 
+pub use batch::Strided;
 pub use cudarc;
 pub use error::{Error, Result};
 pub use gpu::{DeviceMatMut, DeviceMatRef, DeviceMatrix, Gpu};
@@ -203,6 +205,60 @@ impl Engine {
         match &self.gpu {
             Some(gpu) => gpu.gemm(alpha, a, b, beta, c),
             None => cpu::gemm(self.cpu_kernel, self.threads, alpha, a, b, beta, c),
+        }
+    }
+
+    /// `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for `i < batch`, each operand one buffer
+    /// of members `stride` elements apart ([`Strided`]; a stride of 0 gives every product the
+    /// same `A` or `B`). Every product has [`gemm`](Self::gemm)'s semantics. Checked before
+    /// anything runs: the shapes and leading dimensions as for one product, each buffer
+    /// holding all its members ([`Error::SliceTooShort`]), and no two members of `C` sharing
+    /// an element ([`Error::OverlappingOutputs`]). On the GPU, each launch covers the whole
+    /// batch; on the CPU, small members run side by side on the threads
+    /// ([`cpu::gemm_strided`]).
+    ///
+    /// ```
+    /// use sgemm::{Backend, Engine, MatMut, MatRef, Strided};
+    ///
+    /// let engine = Engine::new(Backend::Cpu)?;
+    /// let (batch, m, n, k) = (3, 2, 2, 2);
+    /// let a: Vec<f32> = (0..batch * m * k).map(|x| x as f32).collect();
+    /// let b = [1.0, 0.0, 0.0, 1.0]; // one identity, broadcast (stride 0)
+    /// let mut c = vec![0.0; batch * m * n];
+    /// engine.gemm_strided(
+    ///     batch,
+    ///     1.0,
+    ///     &Strided::new(MatRef::contiguous(&a, m, k), m * k),
+    ///     &Strided::new(MatRef::contiguous(&b, k, n), 0),
+    ///     0.0,
+    ///     &mut Strided::new(MatMut::contiguous(&mut c, m, n), m * n),
+    /// )?;
+    /// assert_eq!(c, a);
+    /// # Ok::<(), sgemm::Error>(())
+    /// ```
+    pub fn gemm_strided(
+        &self,
+        batch: usize,
+        alpha: f32,
+        a: &Strided<MatRef>,
+        b: &Strided<MatRef>,
+        beta: f32,
+        c: &mut Strided<MatMut>,
+    ) -> Result<()> {
+        match &self.gpu {
+            Some(gpu) => gpu.gemm_strided(batch, alpha, a, b, beta, c),
+            None => cpu::gemm_strided(self.cpu_kernel, self.threads, batch, alpha, a, b, beta, c),
+        }
+    }
+
+    /// `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for each `i` of three lists of views of
+    /// equal length, the members of each list of one shape and layout (any leading
+    /// dimensions). Every product has [`gemm`](Self::gemm)'s semantics and checks;
+    /// [`Error::BatchMismatch`] for lists of different lengths or members of different shapes.
+    pub fn gemm_batch(&self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> Result<()> {
+        match &self.gpu {
+            Some(gpu) => gpu.gemm_batch(alpha, a, b, beta, c),
+            None => cpu::gemm_batch(self.cpu_kernel, self.threads, alpha, a, b, beta, c),
         }
     }
 }

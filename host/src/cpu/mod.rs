@@ -14,6 +14,7 @@
 //! reads them, so a transpose costs nothing more); the earlier steps of the ladder take them
 //! row-major, and the dispatcher hands them a row-major copy of a column-major operand.
 
+mod batched;
 mod cache;
 pub mod cache_blocked;
 pub mod loop_reordered;
@@ -22,6 +23,8 @@ pub mod naive;
 mod pack;
 pub mod packed;
 mod simd;
+
+pub use batched::{gemm_batch, gemm_strided};
 
 use crate::matrix::{Layout, MatMut, MatRef};
 use crate::semantics::{Work, with_row_major_c, work};
@@ -132,12 +135,28 @@ pub fn gemm(
     c: &mut MatMut,
 ) -> Result<()> {
     crate::matrix::check_gemm(a, b, &c.as_ref())?;
-    let kernel = self::kernel(kernel)?;
-    let threads = match threads {
-        Some(0) => return Err(Error::ZeroThreads),
-        Some(t) => t,
-        None => default_threads(),
-    };
+    run(self::kernel(kernel)?, thread_count(threads)?, alpha, a, b, beta, c)
+}
+
+/// The thread count of a call: all cores for `None`, an error for `Some(0)`.
+fn thread_count(threads: Option<usize>) -> Result<usize> {
+    match threads {
+        Some(0) => Err(Error::ZeroThreads),
+        Some(t) => Ok(t),
+        None => Ok(default_threads()),
+    }
+}
+
+/// [`gemm`] on checked operands, with the kernel and the thread count resolved.
+fn run(
+    kernel: &CpuKernel,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) -> Result<()> {
     let (a, b, mut c) = with_row_major_c(*a, *b, c.rb_mut());
     match work(c.rows, c.cols, a.cols, alpha, beta) {
         Work::Nothing => return Ok(()),

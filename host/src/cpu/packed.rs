@@ -448,7 +448,7 @@ const FLOPS_PER_THREAD: usize = 4_000_000;
 
 /// How many of the `threads` a product of `m x n x k` gets: one per [`FLOPS_PER_THREAD`] of
 /// work, at least one.
-fn worth_waking(threads: usize, m: usize, n: usize, k: usize) -> usize {
+pub(super) fn worth_waking(threads: usize, m: usize, n: usize, k: usize) -> usize {
     let flops = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k);
     threads.min(flops / FLOPS_PER_THREAD).max(1)
 }
@@ -469,7 +469,7 @@ fn balanced_kc(k: usize, kc_max: usize) -> usize {
 }
 
 /// The rayon pool with exactly `threads` workers, built once per count and kept.
-fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+pub(super) fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     static POOLS: Mutex<Vec<Arc<rayon::ThreadPool>>> = Mutex::new(Vec::new());
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(pool) = pools.iter().find(|p| p.current_num_threads() == threads) {

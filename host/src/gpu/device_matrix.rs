@@ -200,6 +200,13 @@ impl<'a> DeviceMatMut<'a> {
     pub fn buffer(&self) -> &CudaViewMut<'a, f32> {
         &self.buf
     }
+
+    /// The same matrix, read-only.
+    pub fn as_ref(&self) -> DeviceMatRef<'_> {
+        let buf = self.buf.slice(..);
+        let aligned = buf.device_ptr(buf.stream()).0.is_multiple_of(16);
+        DeviceMatRef { buf, rows: self.rows, cols: self.cols, ld: self.ld, layout: self.layout, aligned }
+    }
 }
 
 impl<'a> From<&'a DeviceMatrix> for DeviceMatRef<'a> {

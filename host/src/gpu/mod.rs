@@ -10,6 +10,7 @@
 //! named. The driver itself is loaded at run time (cudarc's dynamic loading), so the library
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
+mod batched;
 mod device_matrix;
 mod pinned;
 
@@ -32,7 +33,8 @@ use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::{few_rows, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
-use crate::matrix::{Layout, MatMut, MatRef, check_gemm, check_shapes, span};
+use crate::batch::Strided;
+use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
 use crate::semantics::{Work, row_major_shape, with_row_major_c, work};
 use crate::{Error, Precision, Result};
 
@@ -174,6 +176,9 @@ pub const STRICT_KERNEL: &str = split_k::SPEC.name;
 /// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
 /// measured in `docs/performance-notes.md`).
 pub const SMALL_K: usize = 128;
+
+/// The largest `gridDim.z`: the most members of a batch one launch covers.
+const MAX_GRID_Z: u32 = 65_535;
 
 /// The least depth of a K slice worth its own block (split-K).
 const MIN_SLICE_K: usize = 128;
@@ -388,35 +393,7 @@ impl Gpu {
     /// `A^T`): copies the operands to the device, runs [`chosen_for`](Self::chosen_for), and copies
     /// the `m x n` block of `C` back (its padding is never written).
     pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
-        check_gemm(a, b, &c.as_ref())?;
-        let work = work(c.rows, c.cols, a.cols, alpha, beta);
-        if work == Work::Nothing {
-            return Ok(());
-        }
-        // Large operands are page-locked for the call, so that their copies are direct DMA;
-        // the guards unregister them after the result is back.
-        let pin = |m: &MatRef| {
-            pinned::Pinned::new(self.loaded.stream.context(), &m.data[..span(m.layout, m.rows, m.cols, m.ld)])
-        };
-        let mut guards = vec![pin(&c.as_ref())];
-        if work == Work::Product {
-            guards.extend([pin(a), pin(b)]);
-        }
-        // With beta == 0 C is not read: skip its upload.
-        let mut c_dev = if beta == 0.0 {
-            self.alloc_as(c.layout, c.rows, c.cols, c.ld)?
-        } else {
-            self.upload(&c.as_ref())?
-        };
-        if work == Work::ScaleC {
-            // A and B are not read, so not copied either.
-            self.enqueue_scale_c(beta, c_dev.view_mut())?;
-        } else {
-            let (a_dev, b_dev) = (self.upload(a)?, self.upload(b)?);
-            let kernel = self.chosen_for(c.layout, c.rows, c.cols, a.cols);
-            self.enqueue(kernel, alpha, &a_dev, &b_dev, beta, &mut c_dev)?;
-        }
-        self.download(&c_dev, c)
+        self.gemm_strided(1, alpha, &Strided::new(*a, 0), &Strided::new(*b, 0), beta, &mut Strided::new(c.rb_mut(), 0))
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on matrices already on the device: each a
@@ -461,17 +438,36 @@ impl Gpu {
     ) -> Result<()> {
         let (a, b, c) = (a.into(), b.into(), c.into());
         check_shapes((a.rows(), a.cols()), (b.rows(), b.cols()), (c.rows(), c.cols()))?;
-        for stream in [a.buf.stream(), b.buf.stream(), c.buf.stream()] {
+        self.enqueue_members(kernel, 1, alpha, Strided::new(a, 0), Strided::new(b, 0), beta, Strided::new(c, 0))
+    }
+
+    /// [`enqueue`](Self::enqueue) for a checked strided batch of `batch >= 1` members: every
+    /// launch covers the whole batch (`gridDim.z`, in runs of at most 65535 members), each
+    /// scratch copy holds every member (one copy when an operand's stride is 0).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn enqueue_members(
+        &self,
+        kernel: &GpuKernel,
+        batch: usize,
+        alpha: f32,
+        a: Strided<DeviceMatRef>,
+        b: Strided<DeviceMatRef>,
+        beta: f32,
+        c: Strided<DeviceMatMut>,
+    ) -> Result<()> {
+        for stream in [a.matrix.buf.stream(), b.matrix.buf.stream(), c.matrix.buf.stream()] {
             if stream.context() != self.loaded.stream.context() {
                 return Err(Error::WrongContext);
             }
         }
         // C as the row-major matrix the kernels write: C itself, or C^T.
-        let (a, b, mut c) = with_row_major_c(a, b, c);
+        let (a, b, c) = with_row_major_c(a, b, c);
+        let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
+        let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
         let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
         match work(m, n, k, alpha, beta) {
             Work::Nothing => return Ok(()),
-            Work::ScaleC => return self.enqueue_scale_c(beta, c),
+            Work::ScaleC => return self.enqueue_scale_c(beta, batch, c, c_step),
             Work::Product => {}
         }
         let shape = (m, n, k);
@@ -490,53 +486,69 @@ impl Gpu {
         let to4 = |x: usize| if vec4_only { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(&a, (m, k), vec4_only)?;
-        let b_copy = self.readable(&b, (k, n_b), vec4_only)?;
-        // A scratch copy starts a fresh allocation: 256-byte aligned.
-        let aligned = (a_copy.is_some() || a.aligned) && (b_copy.is_some() || b.aligned);
-        let (a_buf, lda) = a_copy.as_ref().map_or((a.buf.slice(..), a.ld()), |t| (t.as_view(), k));
-        let (b_buf, ldb) = b_copy.as_ref().map_or((b.buf.slice(..), b.ld()), |t| (t.as_view(), n_b));
+        let a_copy = self.readable(&a, a_step, batch, (m, k), vec4_only)?;
+        let b_copy = self.readable(&b, b_step, batch, (k, n_b), vec4_only)?;
+        // A scratch copy starts a fresh allocation (256-byte aligned) and its members are a
+        // multiple of 4 floats apart; a caller's buffer needs both checked.
+        let direct_aligned = |x: &DeviceMatRef, step: usize| x.aligned && step.is_multiple_of(4);
+        let aligned = a_copy.as_ref().map_or(direct_aligned(&a, a_step), |c| c.1.is_multiple_of(4))
+            && b_copy.as_ref().map_or(direct_aligned(&b, b_step), |c| c.1.is_multiple_of(4));
+        let (a_buf, lda, a_step) =
+            a_copy.as_ref().map_or((a.buf.slice(..), a.ld(), a_step), |(t, step)| (t.as_view(), k, *step));
+        let (b_buf, ldb, b_step) =
+            b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
         if kernel.spec.splits_k {
-            let slices = self.k_slices(&kernel.spec, m, n, k);
+            let slices = self.k_slices(&kernel.spec, batch, m, n, k);
             if slices > 1 {
-                let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
-                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
+                // Few members (their tiles do not fill the GPU): each split on its own.
+                for z in 0..batch {
+                    let a = (a_buf.slice(z * a_step..), lda);
+                    let b = (b_buf.slice(z * b_step..), ldb);
+                    let c = (c.buf.slice_mut(z * c_step..), ldc);
+                    self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned)?;
+                }
+                return Ok(());
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
         let function = kernel.function_for(aligned, lda, ldb, k, n);
-        self.launch_rows(&kernel.spec, m32, |r0, rows| {
+        let steps = [a_step, b_step, c_step].map(|s| s as u64);
+        self.launch_members(&kernel.spec, batch, m32, |z0, members, r0, rows| {
             let mut params = GemmParams {
                 m: rows,
                 n: n32,
                 k: k32,
                 alpha,
-                a: a_buf.slice(r0 as usize * lda..),
+                a: a_buf.slice(z0 * a_step + r0 as usize * lda..),
                 lda: lda32,
-                b: b_buf.slice(..),
+                b: b_buf.slice(z0 * b_step..),
                 ldb: ldb32,
                 beta,
-                c: c.buf.slice_mut(r0 as usize * ldc..),
+                c: c.buf.slice_mut(z0 * c_step + r0 as usize * ldc..),
                 ldc: ldc32,
+                a_step: steps[0],
+                b_step: steps[1],
+                c_step: steps[2],
             };
-            // SAFETY: from row r0 on, A holds `rows x k` (lda) and C `rows x n` (ldc), B holds
-            // `k x n` (spans checked when the views were made, scratch copies sized here); C
-            // does not overlap A or B (it is borrowed mutably); the kernel's own geometry.
-            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, 1), &mut params) }
+            // SAFETY: for each member from z0 on, from row r0 on, A holds `rows x k` (lda) and
+            // C `rows x n` (ldc), B holds `k x n` (ldb) (spans of the whole batch checked with
+            // the views, scratch copies sized here); no C overlaps another member's C (checked)
+            // or an A or B (C is borrowed mutably); the kernel's own geometry.
+            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, members), &mut params) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The scratch copies are freed here, ordered on the stream after the launches.
     }
 
-    /// How many K slices [`split_k`] cuts an `m x n x k` GEMM into.
+    /// How many K slices [`split_k`] cuts each of `batch` `m x n x k` GEMMs into.
     ///
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
     /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
     /// [`MIN_SLICE_K`] deep.
-    pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
-        let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
+    pub(crate) fn k_slices(&self, spec: &KernelSpec, batch: usize, m: usize, n: usize, k: usize) -> usize {
+        let tiles = batch.saturating_mul(m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize));
         let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
         if tiles >= slots {
             return 1;
@@ -590,6 +602,10 @@ impl Gpu {
             beta: 0.0,
             c: workspace.as_view_mut(),
             ldc: n32,
+            // The slices as a batch: slice z's columns of A, rows of B, partial of the workspace.
+            a_step: depth as u64,
+            b_step: (depth * ldb) as u64,
+            c_step: (m * n) as u64,
         };
         // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
@@ -621,44 +637,54 @@ impl Gpu {
         // The workspace is freed here, ordered on the stream after the reduction.
     }
 
-    /// Queues `C = beta * C` (zeros without reading `C` when `beta == 0`): the whole GEMM when
-    /// `alpha == 0` or `k == 0`.
-    fn enqueue_scale_c(&self, beta: f32, mut c: DeviceMatMut) -> Result<()> {
+    /// Queues `C = beta * C` (zeros without reading `C` when `beta == 0`) on `batch` members
+    /// `c_step` apart: the whole GEMM when `alpha == 0` or `k == 0`.
+    fn enqueue_scale_c(&self, beta: f32, batch: usize, mut c: DeviceMatMut, c_step: usize) -> Result<()> {
         // The kernel walks rows of a row-major matrix: C's lines, whichever its layout.
         let (n, m) = c.layout().extents(c.rows(), c.cols());
         let ldc = c.ld();
         let [m32, n32, ldc32] = to_u32([m, n, ldc], (m, n, 0), "scale_c")?;
-        self.launch_rows(&self.loaded.scale_c.spec, m32, |r0, rows| {
-            let scale = &self.loaded.scale_c;
-            let mut params =
-                ScaleParams { m: rows, n: n32, beta, c: c.buf.slice_mut(r0 as usize * ldc..), ldc: ldc32 };
-            // SAFETY: from row r0 on, C holds `rows x n` with `ldc` (its span was checked when
-            // it was made); the kernel's own geometry.
-            unsafe { self.launch(&scale.function, launch_config(&scale.spec, rows, n32, 1), &mut params) }
-                .map_err(Error::cuda("launching scale_c"))
+        let scale = &self.loaded.scale_c;
+        self.launch_members(&scale.spec, batch, m32, |z0, members, r0, rows| {
+            let mut params = ScaleParams {
+                m: rows,
+                n: n32,
+                beta,
+                c: c.buf.slice_mut(z0 * c_step + r0 as usize * ldc..),
+                ldc: ldc32,
+                c_step: c_step as u64,
+            };
+            // SAFETY: from member z0 and row r0 on, each member's C holds `rows x n` with `ldc`
+            // (the batch's span was checked), apart from the others; the kernel's own geometry.
+            let config = launch_config(&scale.spec, rows, n32, members);
+            unsafe { self.launch(&scale.function, config, &mut params) }.map_err(Error::cuda("launching scale_c"))
         })
     }
 
-    /// `None` when the kernel can read `x` as it is: row-major, `shape` rows and columns, and
-    /// with `aligned` 16-byte aligned with a leading dimension that is a multiple of 4. Otherwise a row-major
-    /// `shape` copy with leading dimension `shape.1`, made on the device (queued on the
-    /// stream): a column-major `x` by the `transpose` kernel, a row-major one by `pad`;
-    /// elements beyond `x`'s own rows and columns are zero.
+    /// `None` when the kernel can read the `batch` members of `x` (`step` apart) as they are:
+    /// row-major, `shape` rows and columns, and with `aligned` 16-byte aligned with a leading
+    /// dimension that is a multiple of 4. Otherwise row-major `shape` copies with leading
+    /// dimension `shape.1`, made on the device (queued on the stream) by the `transpose` kernel
+    /// (column-major `x`) or `pad` (row-major), and their step: `shape.0 * shape.1`, or 0 (one
+    /// copy) when `step` is 0. Elements beyond `x`'s own rows and columns are zero.
     fn readable(
         &self,
         x: &DeviceMatRef,
+        step: usize,
+        batch: usize,
         shape: (usize, usize),
         aligned: bool,
-    ) -> Result<Option<CudaSlice<f32>>> {
+    ) -> Result<Option<(CudaSlice<f32>, usize)>> {
         let padded = shape != (x.rows(), x.cols());
-        if x.layout() == Layout::RowMajor && !padded && (!aligned || (x.aligned && x.ld().is_multiple_of(4)))
-        {
+        let aligned_as_is = x.aligned && x.ld().is_multiple_of(4) && step.is_multiple_of(4);
+        if x.layout() == Layout::RowMajor && !padded && (!aligned || aligned_as_is) {
             return Ok(None);
         }
         let kernel = if x.layout() == Layout::RowMajor { "pad" } else { "transpose" };
         let [rows, cols, ld, rows_pad, cols_pad] =
             to_u32([x.rows(), x.cols(), x.ld(), shape.0, shape.1], (x.rows(), x.cols(), 0), kernel)?;
-        let len = shape.0 * shape.1;
+        let (copies, copy_step) = if step == 0 { (1, 0) } else { (batch, shape.0 * shape.1) };
+        let len = copies.checked_mul(shape.0 * shape.1).ok_or(Error::OutOfDeviceMemory { bytes: usize::MAX })?;
         let mut dst = if x.layout() == Layout::ColMajor && padded {
             // The transpose writes x's rows x cols; the rest stays zero.
             self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
@@ -667,48 +693,58 @@ impl Gpu {
             // anything reads it.
             unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
         };
+        let steps = [step as u64, copy_step as u64];
         if x.layout() == Layout::RowMajor {
             let spec = &self.loaded.pad.spec;
-            self.launch_rows(spec, rows_pad, |r0, n_rows| {
-                // Rows r0.. of the copy, from rows r0.. of x (none past x's own rows).
+            self.launch_members(spec, copies, rows_pad, |z0, members, r0, n_rows| {
+                // Rows r0.. of the copies, from rows r0.. of x's members (none past their rows).
+                let src = (z0 * step + r0 as usize * x.ld()).min(x.buf.len());
                 let mut params = PadParams {
                     rows: rows.saturating_sub(r0).min(n_rows),
                     cols,
-                    a: x.buf.slice((r0 as usize * x.ld()).min(x.buf.len())..),
+                    a: x.buf.slice(src..),
                     lda: ld,
                     rows_pad: n_rows,
                     cols_pad,
-                    b: dst.slice_mut(r0 as usize * shape.1..),
+                    b: dst.slice_mut(z0 * copy_step + r0 as usize * shape.1..),
+                    ldb: cols_pad,
+                    a_step: steps[0],
+                    b_step: steps[1],
+                    list: 0,
                 };
-                // SAFETY: from row r0 on, `a` holds the source rows left (at most n_rows) x
-                // cols with ld (x's span was checked when it was made) and `b` `n_rows x
-                // cols_pad` contiguous; distinct allocations; the kernel's own geometry.
+                // SAFETY: from member z0 and row r0 on, each `a` holds the source rows left (at
+                // most n_rows) x cols with ld (the batch's span was checked) and each `b`
+                // `n_rows x cols_pad` contiguous, apart from each other; distinct allocations;
+                // the kernel's own geometry.
                 let function = &self.loaded.pad.function;
-                unsafe { self.launch(function, launch_config(spec, n_rows, cols_pad, 1), &mut params) }
+                unsafe { self.launch(function, launch_config(spec, n_rows, cols_pad, members), &mut params) }
                     .map_err(Error::cuda("launching pad"))
             })?;
         } else {
             // Column-major rows x cols is row-major cols x rows (`src`); the copy is src^T.
             let spec = &self.loaded.transpose.spec;
-            self.launch_rows(spec, cols, |r0, src_rows| {
+            self.launch_members(spec, copies, cols, |z0, members, r0, src_rows| {
                 // Rows r0.. of src are columns r0.. of the copy.
                 let mut params = TransposeParams {
                     rows: src_rows,
                     cols: rows,
-                    a: x.buf.slice(r0 as usize * x.ld()..),
+                    a: x.buf.slice(z0 * step + r0 as usize * x.ld()..),
                     lda: ld,
-                    b: dst.slice_mut(r0 as usize..),
+                    b: dst.slice_mut(z0 * copy_step + r0 as usize..),
                     ldb: cols_pad,
+                    a_step: steps[0],
+                    b_step: steps[1],
                 };
-                // SAFETY: from row r0 on, src holds `src_rows x rows` with its ld, and dst from
-                // column r0 on holds the `rows x src_rows` transpose with ld `cols_pad`;
-                // distinct allocations; the kernel's own geometry.
+                // SAFETY: from member z0 and row r0 on, each src holds `src_rows x rows` with its
+                // ld, and each copy from column r0 on the `rows x src_rows` transpose with ld
+                // `cols_pad`, apart from each other; distinct allocations; the kernel's own
+                // geometry.
                 let function = &self.loaded.transpose.function;
-                unsafe { self.launch(function, launch_config(spec, src_rows, rows, 1), &mut params) }
+                unsafe { self.launch(function, launch_config(spec, src_rows, rows, members), &mut params) }
                     .map_err(Error::cuda("launching transpose"))
             })?;
         }
-        Ok(Some(dst))
+        Ok(Some((dst, copy_step)))
     }
 
     /// Queues `function` over `config` with `params`, which push themselves in the order of
@@ -731,20 +767,26 @@ impl Gpu {
         unsafe { sink.0.launch(config) }.map(drop)
     }
 
-    /// Calls `launch(r0, rows)` for consecutive blocks of at most `spec`'s grid limit of rows
-    /// (`65535` tiles): a single call unless the matrix is taller than one grid can cover.
-    fn launch_rows(
+    /// Calls `launch(z0, members, r0, rows)` for consecutive runs of at most 65535 members
+    /// (`gridDim.z`) and, within them, consecutive blocks of at most `spec`'s grid limit of rows
+    /// (`65535` tiles): a single call unless the batch or the matrix is larger than one grid
+    /// can cover.
+    fn launch_members(
         &self,
         spec: &KernelSpec,
+        batch: usize,
         m: u32,
-        mut launch: impl FnMut(u32, u32) -> Result<(), Error>,
+        mut launch: impl FnMut(usize, u32, u32, u32) -> Result<(), Error>,
     ) -> Result<()> {
         let max_rows = spec.max_rows_per_launch();
-        let mut r0 = 0;
-        while r0 < m {
-            let rows = max_rows.min(m - r0);
-            launch(r0, rows)?;
-            r0 += rows;
+        for z0 in (0..batch).step_by(MAX_GRID_Z as usize) {
+            let members = (batch - z0).min(MAX_GRID_Z as usize) as u32;
+            let mut r0 = 0;
+            while r0 < m {
+                let rows = max_rows.min(m - r0);
+                launch(z0, members, r0, rows)?;
+                r0 += rows;
+            }
         }
         Ok(())
     }
@@ -789,6 +831,10 @@ impl<'p, 'v: 'p> ParamSink<'p> for Sink<'p, 'v> {
     type Out = CudaViewMut<'v, f32>;
 
     fn u32(&mut self, value: &'p u32) {
+        self.0.arg(value);
+    }
+
+    fn u64(&mut self, value: &'p u64) {
         self.0.arg(value);
     }
 
@@ -858,6 +904,10 @@ mod tests {
             self.0.push(".u32");
         }
 
+        fn u64(&mut self, _: &'p u64) {
+            self.0.push(".u64");
+        }
+
         fn f32(&mut self, _: &'p f32) {
             self.0.push(".f32");
         }
@@ -906,10 +956,26 @@ mod tests {
             beta: 0.0,
             c: (),
             ldc: 0,
+            a_step: 0,
+            b_step: 0,
+            c_step: 0,
         });
-        let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0 });
-        let pad = pushed(&mut PadParams { rows: 0, cols: 0, a: (), lda: 0, rows_pad: 0, cols_pad: 0, b: () });
-        let transpose = pushed(&mut TransposeParams { rows: 0, cols: 0, a: (), lda: 0, b: (), ldb: 0 });
+        let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0, c_step: 0 });
+        let pad = pushed(&mut PadParams {
+            rows: 0,
+            cols: 0,
+            a: (),
+            lda: 0,
+            rows_pad: 0,
+            cols_pad: 0,
+            b: (),
+            ldb: 0,
+            a_step: 0,
+            b_step: 0,
+            list: 0,
+        });
+        let transpose =
+            pushed(&mut TransposeParams { rows: 0, cols: 0, a: (), lda: 0, b: (), ldb: 0, a_step: 0, b_step: 0 });
         let reduce = pushed(&mut ReduceParams {
             m: 0,
             n: 0,

@@ -1,24 +1,33 @@
-//! `B = A` padded with zeros: copies a row-major `rows x cols` matrix into the top-left corner
-//! of a `rows_pad x cols_pad` row-major buffer (leading dimension `cols_pad`) and zeroes the
-//! rest. The GPU backend uses it to give a kernel that only has 16-byte copies
-//! ([`tensor_core`](crate::ladder::tensor_core)) operands whose rows are a multiple of 4 floats long;
-//! the zero columns of `A` and rows of `B` add nothing to the product.
+//! `B = A` padded with zeros, for each member of a batch: copies a row-major `rows x cols`
+//! matrix into the top-left corner of a `rows_pad x cols_pad` block of a row-major `B` (leading
+//! dimension `ldb`) and zeroes the rest of the block. The GPU backend uses it
+//! - to give a kernel that only has 16-byte copies ([`tensor_core`](crate::ladder::tensor_core),
+//!   [`warpgroup`](crate::production::warpgroup)) operands whose rows are a multiple of 4 floats
+//!   long (the zero columns of `A` and rows of `B` add nothing to the product);
+//! - with a `list` of member addresses (see [Batches](crate::infra::params#batches)), to gather a
+//!   batch of matrices anywhere in memory into one strided buffer, and to scatter the results
+//!   back (`rows_pad = rows`, `cols_pad = cols`: a plain copy).
 //!
 //! One thread per element of the destination, a warp along a row: reads and writes coalesced.
 
 use crate::infra::launch::KernelSpec;
 
-/// Launch configuration of [`sgemm_pad`](self); its grid covers the destination.
+/// Launch configuration of [`sgemm_pad`](self); its grid covers the destination block.
 pub const SPEC: KernelSpec = KernelSpec::elementwise(
     "pad",
     "sgemm_pad",
-    "B = A in a larger zero-padded buffer (operands of 16-byte-only kernels)",
+    "B = A zero-padded, per batch member (16-byte-only kernels; gathering a batch)",
 );
 
 crate::infra::params::kernel_params! { $ pad_entry,
-    /// [`sgemm_pad`](self)'s parameters: `a` is row-major `rows x cols` with `lda`, `b`
-    /// row-major `rows_pad x cols_pad`, contiguous.
-    PadParams<In, Out> { rows: u32, cols: u32, a: In, lda: u32, rows_pad: u32, cols_pad: u32, b: Out }
+    /// [`sgemm_pad`](self)'s parameters: in each member, `a` is row-major `rows x cols` with
+    /// `lda`, `b` row-major with `ldb`, its `rows_pad x cols_pad` block written. Member `z`'s
+    /// `a` and `b` are `a + z a_step` and `b + z b_step`, or, with `list != 0`, row `z` of
+    /// the table of `(a, b)` addresses at `list` (`a`, `b` and the steps then unread).
+    PadParams<In, Out> {
+        rows: u32, cols: u32, a: In, lda: u32, rows_pad: u32, cols_pad: u32, b: Out, ldb: u32,
+        a_step: u64, b_step: u64, list: u64,
+    }
 }
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
@@ -28,20 +37,37 @@ mod device_code {
     use crate::infra::ptx::ld_global_nc_f32;
 
     /// `b[r][c] = a[r][c]` for `r < rows`, `c < cols`, and `0` elsewhere in `b`'s
-    /// `rows_pad x cols_pad`.
+    /// `rows_pad x cols_pad` block, for this block's member of the batch.
     ///
     /// # Safety
-    /// `a` is a row-major `rows x cols` matrix with `lda >= cols`, `b` a row-major
-    /// `rows_pad x cols_pad` buffer (`rows_pad >= rows`, `cols_pad >= cols`) apart from `a`;
-    /// launched with [`SPEC`]'s block over a `rows_pad x cols_pad` grid.
-    unsafe fn pad(PadParams { rows, cols, a, lda, rows_pad, cols_pad, b }: PadParams<*const f32, *mut f32>) {
+    /// In every member, `a` is a row-major `rows x cols` matrix with `lda >= cols`, `b` a
+    /// row-major matrix of at least `rows_pad x cols_pad` (`rows_pad >= rows`,
+    /// `cols_pad >= cols`) with `ldb >= cols_pad`, apart from every other member's `b` and
+    /// from every `a`; a nonzero `list` is the device address of `gridDim.z` pairs of such
+    /// addresses; launched with [`SPEC`]'s block over a `rows_pad x cols_pad` grid, `gridDim.z`
+    /// members.
+    unsafe fn pad(
+        PadParams { rows, cols, a, lda, rows_pad, cols_pad, b, ldb, a_step, b_step, list }: PadParams<
+            *const f32,
+            *mut f32,
+        >,
+    ) {
+        let (a, b) = if list == 0 {
+            (member(a.cast_mut(), a_step).cast_const(), member(b, b_step))
+        } else {
+            // SAFETY: row blockIdx.z of the table exists (the contract).
+            unsafe {
+                let row = (list as *const u64).add(2 * block_z() as usize);
+                (*row as *const f32, *row.add(1) as *mut f32)
+            }
+        };
         let (row, col) = element(&SPEC);
         if row < rows_pad && col < cols_pad {
             // SAFETY: the load is guarded to A's rows x cols; row < rows_pad, col < cols_pad is
-            // inside B.
+            // inside B's block.
             unsafe {
                 let x = ld_global_nc_f32(a.wrapping_add(offset(row, col, lda)), row < rows && col < cols);
-                *b.add(offset(row, col, cols_pad)) = x;
+                *b.add(offset(row, col, ldb)) = x;
             }
         }
     }

@@ -9,8 +9,9 @@ pub const SPEC: KernelSpec =
     KernelSpec::elementwise("scale_c", "sgemm_scale_c", "C = beta * C (the GEMM when alpha = 0 or k = 0)");
 
 crate::infra::params::kernel_params! { $ scale_c_entry,
-    /// [`sgemm_scale_c`](self)'s parameters: `C` is row-major `m x n` with `ldc`.
-    ScaleParams<Out> { m: u32, n: u32, beta: f32, c: Out, ldc: u32 }
+    /// [`sgemm_scale_c`](self)'s parameters: each member's `C` (see
+    /// [Batches](crate::infra::params#batches)) is row-major `m x n` with `ldc`.
+    ScaleParams<Out> { m: u32, n: u32, beta: f32, c: Out, ldc: u32, c_step: u64 }
 }
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
@@ -18,17 +19,18 @@ mod device_code {
     use super::{SPEC, ScaleParams, scale_c_entry};
     use crate::infra::device::*;
 
-    /// `C = beta * C` on the `m x n` block of `C`; `C` is not read when `beta == 0`.
+    /// `C = beta * C` on the `m x n` block of this block's member of the batch; `C` is not
+    /// read when `beta == 0`.
     ///
     /// # Safety
-    /// `c` is a device pointer to a row-major `m x n` matrix with `ldc >= n`; launched with
-    /// [`SPEC`]'s block and grid.
-    unsafe fn scale_c(ScaleParams { m, n, beta, c, ldc }: ScaleParams<*mut f32>) {
+    /// Each member's `c` is a device pointer to a row-major `m x n` matrix with `ldc >= n`,
+    /// apart from the others; launched with [`SPEC`]'s block and grid, `gridDim.z` members.
+    unsafe fn scale_c(ScaleParams { m, n, beta, c, ldc, c_step }: ScaleParams<*mut f32>) {
         let (row, col) = element(&SPEC);
         if row < m && col < n {
-            // SAFETY: row < m, col < n: inside C.
+            // SAFETY: this member's C (the contract); row < m, col < n: inside it.
             unsafe {
-                let c = c.add(offset(row, col, ldc));
+                let c = member(c, c_step).add(offset(row, col, ldc));
                 *c = if beta == 0.0 { 0.0 } else { beta * *c };
             }
         }

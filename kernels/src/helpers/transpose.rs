@@ -34,9 +34,12 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 crate::infra::params::kernel_params! { $ transpose_entry,
-    /// [`sgemm_transpose`](self)'s parameters: `a` is row-major `rows x cols` with `lda`, `b`
+    /// [`sgemm_transpose`](self)'s parameters: in each member (see
+    /// [Batches](crate::infra::params#batches)), `a` is row-major `rows x cols` with `lda`, `b`
     /// row-major `cols x rows` with `ldb`.
-    TransposeParams<In, Out> { rows: u32, cols: u32, a: In, lda: u32, b: Out, ldb: u32 }
+    TransposeParams<In, Out> {
+        rows: u32, cols: u32, a: In, lda: u32, b: Out, ldb: u32, a_step: u64, b_step: u64,
+    }
 }
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
@@ -45,15 +48,17 @@ mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::ld_global_nc_f32;
 
-    /// `b = a^T`: `a` is row-major `rows x cols` with `lda >= cols`, `b` row-major
-    /// `cols x rows` with `ldb >= rows`.
+    /// `b = a^T` for this block's member of the batch: `a` is row-major `rows x cols` with
+    /// `lda >= cols`, `b` row-major `cols x rows` with `ldb >= rows`.
     ///
     /// # Safety
-    /// `a` and `b` are device pointers to those matrices, not overlapping; launched with
-    /// [`SPEC`]'s block, shared memory and grid (`SPEC.grid(rows, cols)`).
+    /// In every member, `a` and `b` are device pointers to those matrices, and no `b` overlaps
+    /// another matrix; launched with [`SPEC`]'s block, shared memory and grid
+    /// (`SPEC.grid(rows, cols)`, `gridDim.z` members).
     unsafe fn transpose(
-        TransposeParams { rows, cols, a, lda, b, ldb }: TransposeParams<*const f32, *mut f32>,
+        TransposeParams { rows, cols, a, lda, b, ldb, a_step, b_step }: TransposeParams<*const f32, *mut f32>,
     ) {
+        let (a, b) = (member(a.cast_mut(), a_step).cast_const(), member(b, b_step));
         let tile = dynamic_shared_f32();
         let (tx, ty) = (thread_x(), thread_y());
         let (row0, col0) = (block_y() * SPEC.tile.0, block_x() * SPEC.tile.1);

@@ -158,31 +158,30 @@ unsafe fn exact_dot(k: u32, a: *const f32, lda: u32, b: *const f32, ldb: u32, ro
 }
 
 /// The epilogue of the tensor-core kernels ([`tensor_core`](crate::ladder::tensor_core),
-/// [`warpgroup`](crate::production::warpgroup)) for one output: `C[row][col] = alpha * x + beta * C` in
-/// block `z`'s K slice (the `z`-th `m x n` matrix at `c`, the split-K convention of
-/// [`split_k`](crate::production::split_k::device_code::k_slice)), where an accumulator `x` that is not
-/// finite is first recomputed as row `row` of the slice's `A` times column `col` of its `B`,
-/// one `f32` FMA per `k` in order: the IEEE result, which the TF32 split cannot carry
-/// (`tensor_core`'s module docs). Outputs outside `m x n` are not written.
+/// [`warpgroup`](crate::production::warpgroup)) for one output: `C[row][col] = alpha * x + beta * C`,
+/// where an accumulator `x` that is not finite is first recomputed as row `row` of `A` times
+/// column `col` of `B`, one `f32` FMA per `k` in order: the IEEE result, which the TF32 split
+/// cannot carry (`tensor_core`'s module docs). Outputs outside `m x n` are not written.
 ///
 /// # Safety
-/// The GEMM contract (see [`gemm_entry!`]) for block `z`'s slice of `args`.
+/// The GEMM contract (see [`gemm_entry!`]) for `args`.
 #[inline(always)]
 pub unsafe fn store_exact(args: &GemmArgs, row: u32, col: u32, x: f32) {
     let GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc } = *args;
     if row < m && col < n {
-        let z = block_z();
-        // SAFETY: row < m, col < n: inside the slice's A rows, B columns and C.
+        // SAFETY: row < m, col < n: inside A's rows, B's columns and C.
         unsafe {
-            let x = if x.is_finite() {
-                x
-            } else {
-                exact_dot(k, a.add((z * k) as usize), lda, b.add(offset(z * k, 0, ldb)), ldb, row, col)
-            };
-            let c = c.add(z as usize * m as usize * n as usize);
+            let x = if x.is_finite() { x } else { exact_dot(k, a, lda, b, ldb, row, col) };
             update_c(c.add(offset(row, col, ldc)), alpha, x, beta);
         }
     }
+}
+
+/// Where this block's batch member (`blockIdx.z`) of a matrix starts, by the batch convention
+/// of [`params`](crate::infra::params#batches): `step` elements per member after `base`.
+#[inline(always)]
+pub fn member<T>(base: *mut T, step: u64) -> *mut T {
+    base.wrapping_add(block_z() as usize * step as usize)
 }
 
 /// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.
@@ -236,15 +235,51 @@ pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
     }
 }
 
-/// The parameters of every GEMM kernel as the device sees them ([`GemmParams`] with raw
-/// pointers). The entry points (declared by [`gemm_entry!`]) receive them as separate PTX
-/// parameters and pass them on as one value.
-pub type GemmArgs = GemmParams<*const f32, *mut f32>;
+/// One product of a GEMM launch as a kernel body sees it: this block's batch member of the
+/// [`GemmParams`], with raw pointers.
+#[derive(Clone, Copy, Debug)]
+#[allow(missing_docs)]
+pub struct GemmArgs {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub alpha: f32,
+    pub a: *const f32,
+    pub lda: u32,
+    pub b: *const f32,
+    pub ldb: u32,
+    pub beta: f32,
+    pub c: *mut f32,
+    pub ldc: u32,
+}
 
-/// Declares a PTX entry point with the GEMM parameter list that calls `$body(GemmArgs)`.
+impl GemmParams<*const f32, *mut f32> {
+    /// This block's member of the batch (`blockIdx.z`).
+    #[inline(always)]
+    pub fn member(self) -> GemmArgs {
+        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step } = self;
+        GemmArgs {
+            m,
+            n,
+            k,
+            alpha,
+            a: member(a.cast_mut(), a_step).cast_const(),
+            lda,
+            b: member(b.cast_mut(), b_step).cast_const(),
+            ldb,
+            beta,
+            c: member(c, c_step),
+            ldc,
+        }
+    }
+}
+
+/// Declares a PTX entry point with the GEMM parameter list ([`GemmParams`]) that calls
+/// `$body(GemmArgs)` with the block's batch member.
 ///
-/// The entry's safety contract is its body's: valid row-major `A` (`m x k`, `lda >= k`), `B`
-/// (`k x n`, `ldb >= n`) and `C` (`m x n`, `ldc >= n`) in device memory, `C` not overlapping
+/// The entry's safety contract is its body's, for every member of the batch (`gridDim.z`
+/// of them): valid row-major `A` (`m x k`, `lda >= k`), `B` (`k x n`, `ldb >= n`) and `C`
+/// (`m x n`, `ldc >= n`) in device memory, no `C` overlapping another member's `C` or any
 /// `A` or `B`, launched with the kernel's `SPEC` (block, grid, dynamic shared memory).
 macro_rules! gemm_entry {
     // The group decides which PTX module holds the entry (`KernelSpec::module`): the production
@@ -261,10 +296,12 @@ macro_rules! gemm_entry {
             ///
             /// # Safety
             /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
-            /// and leading dimensions, `C` apart from `A` and `B`, launched with this module's
-            /// `SPEC`.
+            /// and leading dimensions in every member of the batch, each `C` apart from every
+            /// other matrix, launched with this module's `SPEC`.
             #[cfg($cfg)]
-            $name => $body
+            $name => (|params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
+                $body(params.member())
+            })
         }
     };
 }

@@ -10,6 +10,21 @@
 //!
 //! So the order and the types of a kernel's parameters are written once, and the host cannot
 //! push them in another order than the entry point takes them.
+//!
+//! # Batches
+//!
+//! The GEMM kernels and the helpers the host runs around them compute a whole batch in one
+//! launch, one member per `blockIdx.z`, so a single product is the batch of one. Their
+//! parameter lists end with a *step* per matrix (`a_step`, ...): member `z`'s matrix starts
+//! `z * step` elements after the one the matrix parameter points to (a strided batch; a step
+//! of 0 gives every member the same matrix). [`pad`](crate::helpers::pad) also takes a `list`
+//! instead: the device address of a table of member addresses, with which the host gathers a
+//! batch of matrices anywhere in memory into a strided one and scatters results back (the
+//! GEMM kernels themselves take steps only: a table's addresses, loaded at the start and
+//! kept for the epilogue, cost the tile kernels registers they do not have).
+//!
+//! Split-K uses the same convention: its K slices are the members of a batch whose steps
+//! move along `K` ([`split_k`](crate::production::split_k)).
 
 /// Receives a kernel's parameters in order: what a launch needs from them.
 pub trait ParamSink<'p> {
@@ -19,6 +34,8 @@ pub trait ParamSink<'p> {
     type Out;
     /// A `u32` parameter.
     fn u32(&mut self, value: &'p u32);
+    /// A `u64` parameter (a batch step, a device address).
+    fn u64(&mut self, value: &'p u64);
     /// An `f32` parameter.
     fn f32(&mut self, value: &'p f32);
     /// A matrix the kernel reads.
@@ -34,7 +51,7 @@ pub trait PushParams<'p, S: ParamSink<'p>> {
 }
 
 /// Declares a kernel's parameter list (see the [module docs](self)) as a struct generic over
-/// `In`, `Out` or both, with fields `name: u32`, `name: f32`, `name: In` (a matrix the kernel
+/// `In`, `Out` or both, with fields `name: u32`, `name: u64`, `name: f32`, `name: In` (a matrix the kernel
 /// reads, `*const f32` on the device) or `name: Out` (the one it writes, `*mut f32`), in the
 /// entry point's order. `$entry` names the device-side macro
 /// that declares an entry point with this list: `$entry!(#[attrs] entry_name => body)`, where
@@ -83,10 +100,12 @@ macro_rules! kernel_params {
         pub(crate) use $entry;
     };
     (@device u32) => { u32 };
+    (@device u64) => { u64 };
     (@device f32) => { f32 };
     (@device In) => { *const f32 };
     (@device Out) => { *mut f32 };
     (@push $sink:ident $field:ident u32) => { $sink.u32($field) };
+    (@push $sink:ident $field:ident u64) => { $sink.u64($field) };
     (@push $sink:ident $field:ident f32) => { $sink.f32($field) };
     (@push $sink:ident $field:ident In) => { $sink.input($field) };
     (@push $sink:ident $field:ident Out) => { $sink.output($field) };
@@ -94,8 +113,12 @@ macro_rules! kernel_params {
 pub(crate) use kernel_params;
 
 kernel_params! { $ gemm_params_entry,
-    /// Every GEMM kernel's parameters: `C = alpha * A * B + beta * C` with a row-major `A`
-    /// (`m x k`, `lda`), `B` (`k x n`, `ldb`) and `C` (`m x n`, `ldc`). Split-K launches pass
-    /// a slice's depth as `k` (see [`split_k`](crate::production::split_k)).
-    GemmParams<In, Out> { m: u32, n: u32, k: u32, alpha: f32, a: In, lda: u32, b: In, ldb: u32, beta: f32, c: Out, ldc: u32 }
+    /// Every GEMM kernel's parameters: `C = alpha * A * B + beta * C` for each member of a
+    /// batch (see [Batches](self#batches)) with a row-major `A` (`m x k`, `lda`), `B`
+    /// (`k x n`, `ldb`) and `C` (`m x n`, `ldc`). Split-K launches pass a slice's depth as `k`
+    /// (see [`split_k`](crate::production::split_k)).
+    GemmParams<In, Out> {
+        m: u32, n: u32, k: u32, alpha: f32, a: In, lda: u32, b: In, ldb: u32, beta: f32, c: Out, ldc: u32,
+        a_step: u64, b_step: u64, c_step: u64,
+    }
 }

@@ -141,19 +141,14 @@ mod device_code {
         }
     }
 
-    /// The GEMM of block `z`'s K slice: `A`'s columns and `B`'s rows `z k..(z + 1) k` into the
-    /// `z`-th `m x n` matrix at `c` (the split-K convention of
-    /// [`split_k`](crate::production::split_k::device_code::k_slice); with `gridDim.z = 1`, the GEMM). The
-    /// slice offsets are applied where each pointer is used rather than once up front: as
-    /// values computed before the main loop, the three of them stayed live through it (six
-    /// registers, spilled on sm_80), where the parameters themselves can be reloaded.
+    /// The GEMM of this block's batch member (a product, or a K slice of one: see
+    /// [`split_k`](crate::production::split_k)).
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for every slice.
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
     unsafe fn gemm(args: GemmArgs) {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
-        let z_k = block_z() * k;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         let (warp, lane) = (tid / 32, tid % 32);
@@ -171,8 +166,8 @@ mod device_code {
         const B_ROW_STEP: u32 = THREADS / (BN / 4);
         let a_row_ok = [row0 + a_row < m, row0 + a_row + A_HALF < m];
         let b_col_ok = col0 + b_col < n;
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, z_k + a_k, lda));
-        let mut b_ptr = b.wrapping_add(offset(z_k + b_k, col0 + b_col, ldb));
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
+        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
         let (a_half, b_step) = (A_HALF as usize * lda as usize, B_ROW_STEP as usize * ldb as usize);
 
         let smem = dynamic_shared_f32();
@@ -281,7 +276,7 @@ mod device_code {
                 for (e, &x) in acc_ij.iter().enumerate() {
                     let row = row0 + warp_row + 16 * i as u32 + g + 8 * (e as u32 / 2);
                     let col = col0 + warp_col + 8 * j as u32 + 2 * t + e as u32 % 2;
-                    // SAFETY: the GEMM contract for this block's slice.
+                    // SAFETY: the GEMM contract.
                     unsafe { store_exact(&args, row, col, x) };
                 }
             }
@@ -289,7 +284,7 @@ mod device_code {
     }
 
     gemm_entry! { ladder:
-        /// `C = alpha * A * B + beta * C`, or one K slice of it per `blockIdx.z` (split-K),
+        /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// with 16-byte copies only: the host launches it with `a` and `b` 16-byte aligned,
         /// `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up to `n`
         /// rounded up to 4 columns (`SPEC.vec4_only`: it pads operands that are not so).

@@ -9,11 +9,16 @@
 //! [`sgemm_split_k_reduce`](self), adds the `S` partials in a fixed order (so results do not
 //! vary from run to run, unlike atomic additions) and applies `alpha` and `beta` to `C`.
 //!
+//! The slices are a batch (the batch convention of [`params`](crate::infra::params#batches)):
+//! the host passes the slice depth as `k`, steps of that many columns of `A` and rows of `B`,
+//! and the workspace as `C` with a step of `m x n`, so the kernel itself is `double_buffered`,
+//! and any GEMM kernel splits `K` the same way
+//! ([`tensor_core`](crate::ladder::tensor_core), [`warpgroup`](crate::production::warpgroup)).
+//!
 //! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
 //! (two per SM), else the count whose waves are fullest; with one slice the kernel is
-//! `double_buffered` writing `C` itself. [`tensor_core`](crate::ladder::tensor_core) splits `K` by the
-//! same convention (`k_slice`). The slices are equal and a multiple of 4 deep (so the 16-byte
-//! loads stay aligned); the few columns left over are multiplied by the reduction.
+//! `double_buffered` writing `C` itself. The slices are equal and a multiple of 4 deep (so the
+//! 16-byte loads stay aligned); the few columns left over are multiplied by the reduction.
 
 use crate::infra::launch::{KernelSpec, Module};
 
@@ -51,37 +56,15 @@ pub(crate) mod device_code {
     use crate::infra::device::*;
     use crate::ladder::double_buffering::device_code::gemm;
 
-    /// The arguments of block `z`'s part of a split-K launch: the GEMM of K slice `z` into
-    /// partial `z` of the workspace. The host passes the slice depth as `k`, the workspace as
-    /// `c` (`ldc = n`) and `alpha = 1`, `beta = 0`; `C`'s own `alpha` and `beta` are the
-    /// reduction's. With `gridDim.z = 1` these are the arguments themselves, so a kernel built
-    /// on it is also the plain GEMM. (`k` stays the kernel parameter, not a value computed
-    /// here: ptxas reloads parameters instead of keeping them in registers, and one more live
-    /// register spilled 116 bytes at `double_buffered`'s 128-register cap.)
-    ///
-    /// The resulting arguments satisfy the GEMM contract (see [`gemm_entry!`](crate::infra::device))
-    /// when `A` has `gridDim.z * k` columns, `B` as many rows, and `c` holds `gridDim.z`
-    /// row-major `m x n` matrices back to back (or is `C` itself, `gridDim.z = 1`).
-    #[inline(always)]
-    pub fn k_slice(args: GemmArgs) -> GemmArgs {
-        let z = block_z();
-        GemmArgs {
-            a: args.a.wrapping_add(z as usize * args.k as usize),
-            b: args.b.wrapping_add(offset(z * args.k, 0, args.ldb)),
-            c: args.c.wrapping_add(z as usize * args.m as usize * args.n as usize),
-            ..args
-        }
-    }
-
-    /// Block `z` of a tile: the GEMM of K slice `z` into partial `z` of the workspace (see
-    /// [`k_slice`]).
+    /// One K slice of a split-K launch (the batch member `blockIdx.z`): `double_buffered`
+    /// into that slice's partial of the workspace.
     ///
     /// # Safety
-    /// [`k_slice`]'s contract.
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for the slice.
     #[inline(always)]
     unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
-        // SAFETY: slice z's columns of A, rows of B and partial of the workspace (k_slice).
-        unsafe { gemm::<VEC4, 8, 1>(k_slice(args)) }
+        // SAFETY: the caller's contract.
+        unsafe { gemm::<VEC4, 8, 1>(args) }
     }
 
     gemm_entry! { production:

@@ -135,15 +135,14 @@ mod device_code {
         (F32x4(hi), F32x4(core::array::from_fn(|i| round_tf32(x.0[i] - hi[i]))))
     }
 
-    /// The GEMM of block `z`'s K slice, as `tensor_core`'s (the split-K convention of
-    /// [`split_k`](crate::production::split_k::device_code::k_slice)).
+    /// The GEMM of this block's batch member (a product, or a K slice of one: see
+    /// [`split_k`](crate::production::split_k)).
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for every slice.
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
     unsafe fn gemm(args: GemmArgs) {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
-        let z_k = block_z() * k;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
 
@@ -154,8 +153,8 @@ mod device_code {
         const B_ROW_STEP: u32 = THREADS / (BN / 4);
         let a_row_ok = row0 + a_row < m;
         let b_col_ok = col0 + b_col < n;
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, z_k + a_k, lda));
-        let mut b_ptr = b.wrapping_add(offset(z_k + b_k, col0 + b_col, ldb));
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
+        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
         let b_step = B_ROW_STEP as usize * ldb as usize;
 
         let smem = dynamic_shared_f32();
@@ -349,13 +348,13 @@ mod device_code {
             let (j, e) = (i as u32 / 4, i as u32 % 4);
             let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
             let col = col0 + 8 * j + 2 * t4 + e % 2;
-            // SAFETY: the GEMM contract for this block's slice.
+            // SAFETY: the GEMM contract.
             unsafe { store_exact(&args, row, col, x) };
         }
     }
 
     gemm_entry! { production:
-        /// `C = alpha * A * B + beta * C`, or one K slice of it per `blockIdx.z` (split-K),
+        /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
         /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
