@@ -4,6 +4,7 @@
 //! The workspace's integration tests and the `gemm selftest` command run them; the library
 //! itself does not depend on this crate.
 
+pub mod batch;
 pub mod magnitudes;
 pub mod reference;
 pub mod suite;

@@ -1,0 +1,257 @@
+//! Batches (strided and lists of views) on both backends against the f64 reference, the
+//! device forms on the GPU, and the batch's own errors. Without a usable CUDA device the GPU
+//! tests say so and pass (CI has no GPU).
+
+use std::io::Write;
+
+use sgemm::{
+    Backend, DeviceMatMut, DeviceMatRef, Engine, Error, Gpu, Layout, MatMut, MatRef, Precision, Strided,
+};
+use sgemm_check::batch::{self, BatchedGemm};
+use sgemm_check::suite::integers;
+
+/// An engine as a [`BatchedGemm`].
+struct Through<'a>(&'a Engine);
+
+impl BatchedGemm for Through<'_> {
+    fn strided(
+        &mut self,
+        batch: usize,
+        alpha: f32,
+        a: &Strided<MatRef>,
+        b: &Strided<MatRef>,
+        beta: f32,
+        c: &mut Strided<MatMut>,
+    ) -> sgemm::Result<()> {
+        self.0.gemm_strided(batch, alpha, a, b, beta, c)
+    }
+
+    fn list(&mut self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> sgemm::Result<()> {
+        self.0.gemm_batch(alpha, a, b, beta, c)
+    }
+}
+
+fn run(label: &str, engine: &Engine) {
+    let (failures, worst) = batch::run_suite(&mut Through(engine));
+    println!("{label}: {} cases, {} failed, max normalized error {worst:.2e}", batch::cases().len(), failures.len());
+    assert!(failures.is_empty(), "{label}: {} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn cpu_batches_pass_the_suite_on_one_and_two_threads() {
+    for threads in [1, 2] {
+        let engine = Engine::new(Backend::Cpu).unwrap().with_cpu_threads(threads);
+        run(&format!("cpu, {threads} threads"), &engine);
+    }
+}
+
+#[test]
+fn cpu_ladder_kernels_take_batches() {
+    let engine = Engine::new(Backend::Cpu).unwrap().with_cpu_threads(2);
+    for name in engine.kernel_names() {
+        run(&format!("cpu {name}"), &engine.clone().with_kernel(name).unwrap());
+    }
+}
+
+fn gpu_or_skip(test: &str) -> Option<Gpu> {
+    match Gpu::new(0) {
+        Ok(gpu) => Some(gpu),
+        Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e}");
+            None
+        }
+        Err(e) => panic!("the GPU is there but unusable: {e}"),
+    }
+}
+
+#[test]
+fn gpu_batches_pass_the_suite_under_each_policy_and_kernel() {
+    let Some(_) = gpu_or_skip("gpu_batches_pass_the_suite_under_each_policy_and_kernel") else { return };
+    let engine = Engine::new(Backend::Gpu).unwrap();
+    for precision in [Precision::Accurate, Precision::Strict] {
+        run(&format!("gpu {precision:?}"), &engine.clone().with_precision(precision));
+    }
+    for name in engine.kernel_names() {
+        run(&format!("gpu {name}"), &engine.clone().with_kernel(name).unwrap());
+    }
+}
+
+/// The device forms through host buffers: each operand uploaded whole, the device call, the
+/// result copied back whole (the suite then checks every element of C's buffer).
+struct OnDevice<'a>(&'a Gpu);
+
+impl BatchedGemm for OnDevice<'_> {
+    fn strided(
+        &mut self,
+        batch: usize,
+        alpha: f32,
+        a: &Strided<MatRef>,
+        b: &Strided<MatRef>,
+        beta: f32,
+        c: &mut Strided<MatMut>,
+    ) -> sgemm::Result<()> {
+        let stream = self.0.stream();
+        let a_buf = stream.clone_htod(a.matrix.data).unwrap();
+        let b_buf = stream.clone_htod(b.matrix.data).unwrap();
+        let mut c_buf = stream.clone_htod(&*c.matrix.data).unwrap();
+        let view = |buf, m: &MatRef| DeviceMatRef::new(buf, m.layout, m.rows, m.cols, m.ld);
+        let (am, bm, cm) = (&a.matrix, &b.matrix, &c.matrix);
+        let c_view = DeviceMatMut::new(c_buf.as_view_mut(), cm.layout, cm.rows, cm.cols, cm.ld)?;
+        self.0.gemm_strided_device(
+            batch,
+            alpha,
+            Strided::new(view(a_buf.as_view(), am)?, a.stride),
+            Strided::new(view(b_buf.as_view(), bm)?, b.stride),
+            beta,
+            Strided::new(c_view, c.stride),
+        )?;
+        stream.memcpy_dtoh(&c_buf, &mut *c.matrix.data).unwrap();
+        Ok(())
+    }
+
+    fn list(&mut self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> sgemm::Result<()> {
+        let stream = self.0.stream();
+        let a_bufs: Vec<_> = a.iter().map(|m| stream.clone_htod(m.data).unwrap()).collect();
+        let b_bufs: Vec<_> = b.iter().map(|m| stream.clone_htod(m.data).unwrap()).collect();
+        let mut c_bufs: Vec<_> = c.iter().map(|m| stream.clone_htod(&*m.data).unwrap()).collect();
+        let a_views =
+            a.iter().zip(&a_bufs).map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
+        let b_views =
+            b.iter().zip(&b_bufs).map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
+        let (a_views, b_views) = (a_views.collect::<sgemm::Result<Vec<_>>>()?, b_views.collect::<sgemm::Result<Vec<_>>>()?);
+        let c_views = c.iter().zip(c_bufs.iter_mut()).map(|(m, d)| {
+            DeviceMatMut::new(d.as_view_mut(), m.layout, m.rows, m.cols, m.ld)
+        });
+        let mut c_views = c_views.collect::<sgemm::Result<Vec<_>>>()?;
+        self.0.gemm_batch_device(alpha, &a_views, &b_views, beta, &mut c_views)?;
+        drop(c_views);
+        for (m, d) in c.iter_mut().zip(&c_bufs) {
+            stream.memcpy_dtoh(d, &mut *m.data).unwrap();
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn gpu_device_batches_pass_the_suite() {
+    let Some(gpu) = gpu_or_skip("gpu_device_batches_pass_the_suite") else { return };
+    for precision in [Precision::Accurate, Precision::Strict] {
+        let gpu = gpu.clone().with_precision(precision);
+        let (failures, worst) = batch::run_suite(&mut OnDevice(&gpu));
+        println!("gpu device {precision:?}: {} failed, max normalized error {worst:.2e}", failures.len());
+        assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    }
+}
+
+/// More members than one grid's `gridDim.z` (65535) holds: the launches split the batch.
+#[test]
+fn gpu_batches_past_the_grid_limit() {
+    let Some(gpu) = gpu_or_skip("gpu_batches_past_the_grid_limit") else { return };
+    let (batch, m, n, k) = (70_001, 3, 5, 4);
+    let a = integers(batch * m * k, 1);
+    let b = integers(batch * k * n, 2);
+    let mut c = vec![f32::NAN; batch * m * n];
+    for policy in [Precision::Accurate, Precision::Strict] {
+        let gpu = gpu.clone().with_precision(policy);
+        gpu.gemm_strided(
+            batch,
+            1.0,
+            &Strided::new(MatRef::contiguous(&a, m, k), m * k).t().t(),
+            &Strided::new(MatRef::contiguous(&b, k, n).t(), k * n).t(),
+            0.0,
+            &mut Strided::new(MatMut::contiguous(&mut c, m, n), m * n),
+        )
+        .unwrap();
+        for z in [0, 65_534, 65_535, 65_536, batch - 1] {
+            for i in 0..m {
+                for j in 0..n {
+                    // B was passed as (B^T)^T over B's own rows: B[p][j] is b[z k n + j k + p].
+                    let want: f32 =
+                        (0..k).map(|p| a[z * m * k + i * k + p] * b[z * k * n + j * k + p]).sum();
+                    assert_eq!(c[z * m * n + i * n + j], want, "{policy:?} member {z} ({i}, {j})");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batches_are_checked_before_anything_runs() {
+    let engine = Engine::new(Backend::Cpu).unwrap();
+    let (a, b) = (vec![1.0f32; 2 * 3 * 4], vec![1.0f32; 2 * 4 * 5]);
+    let mut c = vec![7.0f32; 2 * 3 * 5];
+    let a_s = Strided::new(MatRef::contiguous(&a, 3, 4), 12);
+    let b_s = Strided::new(MatRef::contiguous(&b, 4, 5), 20);
+    // C's members overlap: stride 0, then a stride that crosses rows.
+    for stride in [0, 4, 14] {
+        let mut c_s = Strided::new(MatMut::contiguous(&mut c, 3, 5), stride);
+        let err = engine.gemm_strided(2, 1.0, &a_s, &b_s, 0.0, &mut c_s).unwrap_err();
+        assert!(matches!(err, Error::OverlappingOutputs { first: 0, second: 1, .. }), "stride {stride}: {err}");
+    }
+    // Side by side in a wider matrix: apart.
+    let mut wide = vec![7.0f32; 3 * 10];
+    let mut c_s = Strided::new(MatMut::new(&mut wide, 3, 5, 10), 5);
+    engine.gemm_strided(2, 1.0, &a_s, &b_s, 0.0, &mut c_s).unwrap();
+    assert!(wide.iter().all(|&x| x == 4.0));
+    // A buffer one element short of its last member.
+    let short = Strided::new(MatRef::contiguous(&a[..23], 3, 4), 12);
+    let mut c_s = Strided::new(MatMut::contiguous(&mut c, 3, 5), 15);
+    let err = engine.gemm_strided(2, 1.0, &short, &b_s, 0.0, &mut c_s).unwrap_err();
+    assert!(matches!(err, Error::SliceTooShort { position: 7, needed: 24, len: 23, .. }), "{err}");
+    // Shapes and leading dimensions as for one product, in BLAS order.
+    let bad = Strided::new(MatRef::contiguous(&b, 5, 4), 20);
+    let err = engine.gemm_strided(2, 1.0, &a_s, &bad, 0.0, &mut c_s).unwrap_err();
+    assert!(matches!(err, Error::DimensionMismatch(_)), "{err}");
+    // A batch of none does nothing, even with nothing to hold it.
+    engine.gemm_strided(0, 1.0, &Strided::new(MatRef::contiguous(&[], 3, 4), 12), &b_s, 0.0, &mut c_s).unwrap();
+    assert!(c.iter().all(|&x| x == 7.0), "C written despite the errors");
+    // Lists: one length each, one shape per list.
+    let (a0, a1) = (MatRef::contiguous(&a[..12], 3, 4), MatRef::contiguous(&a[12..], 4, 3));
+    let b0 = MatRef::contiguous(&b[..20], 4, 5);
+    let (c0, c1) = c.split_at_mut(15);
+    let mut cs = [MatMut::contiguous(c0, 3, 5), MatMut::contiguous(c1, 3, 5)];
+    let err = engine.gemm_batch(1.0, &[a0, a0], &[b0], 0.0, &mut cs).unwrap_err();
+    assert!(matches!(err, Error::BatchMismatch(_)), "{err}");
+    let err = engine.gemm_batch(1.0, &[a0, a1], &[b0, b0], 0.0, &mut cs).unwrap_err();
+    assert!(matches!(err, Error::BatchMismatch(_)), "{err}");
+    engine.gemm_batch(1.0, &[a0, a0], &[b0, b0], 0.0, &mut cs).unwrap();
+    assert!(c.iter().all(|&x| x == 4.0));
+}
+
+#[test]
+fn a_batch_gives_what_its_members_give_alone() {
+    // Bit for bit, on every backend here: the batch changes where products run, not how.
+    let mut engines = vec![Engine::new(Backend::Cpu).unwrap().with_cpu_threads(2)];
+    engines.extend(Engine::new(Backend::Gpu).ok());
+    let (batch, m, n, k) = (5, 37, 29, 300);
+    let a = integers(batch * m * k, 3).iter().map(|x| x * 0.37).collect::<Vec<_>>();
+    let b = integers(batch * k * n, 4).iter().map(|x| x * 1.13).collect::<Vec<_>>();
+    for engine in engines {
+        let mut batched = vec![0.0f32; batch * m * n];
+        engine
+            .gemm_strided(
+                batch,
+                1.0,
+                &Strided::new(MatRef::contiguous(&a, m, k), m * k),
+                &Strided::new(MatRef::col_major(&b, k, n, k), k * n),
+                0.0,
+                &mut Strided::new(MatMut::contiguous(&mut batched, m, n), m * n),
+            )
+            .unwrap();
+        for z in 0..batch {
+            let mut alone = vec![0.0f32; m * n];
+            engine
+                .gemm(
+                    1.0,
+                    &MatRef::contiguous(&a[z * m * k..], m, k),
+                    &MatRef::col_major(&b[z * k * n..], k, n, k),
+                    0.0,
+                    &mut MatMut::contiguous(&mut alone, m, n),
+                )
+                .unwrap();
+            let same = alone.iter().zip(&batched[z * m * n..]).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "{}: member {z} differs from the product alone", engine.backend_name());
+        }
+    }
+    let _ = Layout::RowMajor;
+}
