@@ -16,7 +16,7 @@ import json, sys, shutil
 for line in sys.stdin:
     msg = json.loads(line)
     # The CPU suite runs here; the device gets every test that also runs on the GPU.
-    if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] in ("gpu", "magnitudes", "errors", "blas", "properties", "ndarray"):
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable") and msg["target"]["name"] in ("gpu", "batch", "magnitudes", "errors", "blas", "properties", "ndarray"):
         shutil.copy(msg["executable"], sys.argv[1] + "/test-" + msg["target"]["name"])
 ' "$out"
 if [ -n "${BEFORE:-}" ]; then

@@ -9,7 +9,7 @@ mkdir -p "$out"
 status=0
 step() { echo; echo "== $*"; }
 # STEPS picks a subset (default: all of them, in this order).
-STEPS=${STEPS:-"sass coldstart selftest tests accuracy sanitizer transposes bench"}
+STEPS=${STEPS:-"sass coldstart selftest tests accuracy sanitizer transposes batch bench"}
 # (Also, on request: before, the previous build's sweep; cpu, the CPU path beside the host's
 # numpy and PyTorch, CPU_SIZES and CPU_THREADS.)
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -96,6 +96,24 @@ step "transposed operands at n = 4096: ours (transpose kernel + GEMM) and cuBLAS
 for ops in "" "--transa" "--transb" "--transa --transb" "--layout col" "--transa --layout col"; do
   $b/gemm --backend gpu --m 4096 --iters 20 --peer $ops 2>&1 | grep -E "problem|tensor|split|warpgroup|cublas" || status=1
 done
+fi
+
+if want batch; then
+step "batches: compute-sanitizer on the batch tests, then ours beside cuBLAS's strided batched GEMM"
+san="compute-sanitizer --error-exitcode 9 --print-limit 20"
+for t in a_batch_gives_what_its_members_give_alone gpu_batches_past_the_grid_limit; do
+  for tool in memcheck racecheck initcheck; do
+    $san --tool $tool $b/test-batch --exact $t --test-threads=1 >"$out/san.log" 2>&1 \
+      && echo "$tool $t: clean" || { echo "$tool $t: FAILED"; tail -30 "$out/san.log"; status=1; }
+  done
+done
+for batch in ${BATCHES:-32 256 1024}; do
+  $b/gemm bench --backend gpu --kernels auto,strict --peers --batch $batch \
+    --shapes "${BATCH_SHAPES:-64x64x64,128x128x64,128x128x128,256x256x64,512x512x64,512x64x512}" \
+    --json "$out/bench-batch-$batch.json" 2>&1 | tee "$out/bench-batch-$batch.log" || status=1
+done
+$b/gemm bench --backend gpu --kernels auto,strict --peers --batch 8 --shapes 2048x2048x2048 \
+  --json "$out/bench-batch-8.json" 2>&1 | tee "$out/bench-batch-8.log" || status=1
 fi
 
 if want before; then

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sgemm::{Backend, Error, Gpu, Layout, MatMut, MatRef};
+use sgemm::{Backend, DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, MatMut, MatRef, Strided};
 use sgemm_check::reference;
 
 use crate::plot;
@@ -52,6 +52,11 @@ pub struct BenchArgs {
     /// `32x4096x4096`. `shapes` alone is a sweep of such shapes.
     #[arg(long)]
     shapes: Option<String>,
+    /// Products per call: a strided batch of this many `M x N x K` products, members back to
+    /// back (`Engine::gemm_strided`); the peers are cuBLAS's strided batched GEMM on the GPU
+    /// and, on the CPU, each peer called once per member on the same threads.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
     /// CPU thread counts, comma-separated; `all` is every core. Our threaded kernels and every
     /// peer run at each count, set explicitly (GPU rows record 1).
     #[arg(long, default_value = "1,all")]
@@ -99,6 +104,9 @@ pub struct Row {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    /// Products per call (a strided batch); 1 in records from before batches.
+    #[serde(default = "one")]
+    pub batch: usize,
     pub threads: usize,
     /// Mean of the samples the estimator looks at: the second half of the replays on the GPU,
     /// every round on the CPU ([`Estimator`]).
@@ -124,6 +132,10 @@ pub struct Row {
     pub passed: bool,
     /// Every peer timed at this size.
     pub peers: Vec<Timing>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A timed run of anything (our kernel or a peer).
@@ -245,8 +257,10 @@ fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64, estimato
     }
 }
 
-/// One problem's inputs, on the host.
+/// One problem's inputs, on the host: `batch` products of `m x n x k`, each operand's members
+/// back to back, row-major.
 struct Problem {
+    batch: usize,
     m: usize,
     n: usize,
     k: usize,
@@ -256,40 +270,61 @@ struct Problem {
 }
 
 impl Problem {
-    fn new((m, n, k): (usize, usize, usize), seed: u64) -> Self {
+    fn new((m, n, k): (usize, usize, usize), batch: usize, seed: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(seed ^ (m * 31 + n * 17 + k) as u64);
         let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        Problem { m, n, k, a: random(m * k), b: random(k * n), c0: random(m * n) }
+        Problem { batch, m, n, k, a: random(batch * m * k), b: random(batch * k * n), c0: random(batch * m * n) }
     }
 
-    fn views(&self) -> (MatRef<'_>, MatRef<'_>, MatRef<'_>) {
+    /// Member `z`'s operands.
+    fn member(&self, z: usize) -> (MatRef<'_>, MatRef<'_>, MatRef<'_>) {
+        let (m, n, k) = (self.m, self.n, self.k);
         (
-            MatRef::contiguous(&self.a, self.m, self.k),
-            MatRef::contiguous(&self.b, self.k, self.n),
-            MatRef::contiguous(&self.c0, self.m, self.n),
+            MatRef::contiguous(&self.a[z * m * k..][..m * k], m, k),
+            MatRef::contiguous(&self.b[z * k * n..][..k * n], k, n),
+            MatRef::contiguous(&self.c0[z * m * n..][..m * n], m, n),
         )
     }
 
-    /// `2 m n k`.
+    /// The batch as strided views.
+    fn strided(&self) -> (Strided<MatRef<'_>>, Strided<MatRef<'_>>) {
+        let (m, n, k) = (self.m, self.n, self.k);
+        (
+            Strided::new(MatRef::contiguous(&self.a, m, k), m * k),
+            Strided::new(MatRef::contiguous(&self.b, k, n), k * n),
+        )
+    }
+
+    /// `2 m n k` per product.
     fn flops(&self) -> f64 {
-        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+        2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
     }
 
     /// The side of the cube with as much work: what the replay count is chosen by.
     fn cube_side(&self) -> usize {
-        (self.m as f64 * self.n as f64 * self.k as f64).cbrt().round() as usize
+        (self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64).cbrt().round() as usize
     }
 
-    /// `n` for a cube, `MxNxK` otherwise.
+    /// `n` for a cube, `MxNxK` otherwise; `B*MxNxK` for a batch of `B`.
     fn label(&self) -> String {
-        shape_label(self.m, self.n, self.k)
+        match self.batch {
+            1 => shape_label(self.m, self.n, self.k),
+            batch => format!("{batch}*{}x{}x{}", self.m, self.n, self.k),
+        }
     }
 
-    /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0).
+    /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0): the first and
+    /// the last member.
     fn error(&self, c: &[f32]) -> f64 {
-        let (a, b, c0) = self.views();
-        let rows = reference::sample_rows(self.m, reference::sample_count(self.n, self.k));
-        reference::compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(c, self.m, self.n), rows).max_error
+        let (m, n) = (self.m, self.n);
+        let mut worst = 0.0f64;
+        for z in [0, self.batch - 1] {
+            let (a, b, c0) = self.member(z);
+            let rows = reference::sample_rows(m, reference::sample_count(n, self.k));
+            let c = MatRef::contiguous(&c[z * m * n..][..m * n], m, n);
+            worst = worst.max(reference::compare(1.0, &a, &b, 0.0, &c0, &c, rows).max_error);
+        }
+        worst
     }
 }
 
@@ -297,6 +332,9 @@ impl Problem {
 pub type BenchError = Box<dyn std::error::Error>;
 
 pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
+    if args.batch == 0 {
+        return Err("--batch must be at least 1".into());
+    }
     let engine = crate::open(args.backend)?;
     let backend = engine.backend_name().to_string();
     let default_sizes = if engine.gpu().is_some() { GPU_SIZES } else { CPU_SIZES };
@@ -355,7 +393,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     let mut rows = Vec::new();
     for &shape in &shapes {
         // One problem per shape, shared by every thread count.
-        let problem = Problem::new(shape, args.seed);
+        let problem = Problem::new(shape, args.batch, args.seed);
         let (m, n, k) = shape;
         let flops = problem.flops();
         for &threads in &thread_counts {
@@ -376,6 +414,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     m,
                     n,
                     k,
+                    batch: args.batch,
                     threads,
                     seconds: timing.seconds,
                     median_seconds: timing.median_seconds,
@@ -465,9 +504,11 @@ fn time_gpu(
     flops: f64,
     progress: &ProgressBar,
 ) -> Result<Timings, Error> {
-    let (a, b, c0) = problem.views();
-    let (a_dev, b_dev) = (gpu.upload(&a)?, gpu.upload(&b)?);
-    let mut c_dev = gpu.upload(&c0)?;
+    let (batch, m, n, k) = (problem.batch, problem.m, problem.n, problem.k);
+    // Every operand's members back to back: one matrix of `batch` times the member's rows.
+    let whole = |data: &[f32], rows: usize, cols: usize| gpu.upload(&MatRef::contiguous(data, batch * rows, cols));
+    let (a_dev, b_dev) = (whole(&problem.a, m, k)?, whole(&problem.b, k, n)?);
+    let mut c_dev = whole(&problem.c0, m, n)?;
     let mut c = problem.c0.clone();
     let replays = replays(problem.cube_side());
 
@@ -475,7 +516,7 @@ fn time_gpu(
     let mut measure = |name: &str, launch: &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>| {
         launch(&mut c_dev)?;
         gpu.synchronize()?;
-        gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, problem.m, problem.n))?;
+        gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, batch * m, n))?;
         let error = problem.error(&c);
         let mut samples = Vec::with_capacity(replays);
         for _ in 0..replays {
@@ -488,17 +529,23 @@ fn time_gpu(
     let strict = gpu.clone().with_precision(sgemm::Precision::Strict);
     for kernel in kernels {
         let resolved = match kernel.as_str() {
-            "auto" => gpu.chosen_for(Layout::RowMajor, problem.m, problem.n, problem.k),
-            "strict" => strict.chosen_for(Layout::RowMajor, problem.m, problem.n, problem.k),
+            "auto" => gpu.chosen_for(Layout::RowMajor, m, n, k),
+            "strict" => strict.chosen_for(Layout::RowMajor, m, n, k),
             name => gpu.kernel(name)?,
         };
-        let timing = measure(kernel, &|c| gpu.enqueue(resolved, 1.0, &a_dev, &b_dev, 0.0, c))?;
+        let timing = measure(kernel, &|c| {
+            let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), Layout::RowMajor, m, n, n)?;
+            let a = DeviceMatRef::new(a_dev.buffer().as_view(), Layout::RowMajor, m, k, k)?;
+            let b = DeviceMatRef::new(b_dev.buffer().as_view(), Layout::RowMajor, k, n, n)?;
+            let (a, b) = (Strided::new(a, m * k), Strided::new(b, k * n));
+            gpu.enqueue_strided(resolved, batch, 1.0, a, b, 0.0, Strided::new(c, m * n))
+        })?;
         ours.push((kernel.clone(), resolved.spec.name.to_string(), timing));
         progress.inc(1);
     }
     let mut peers = Vec::new();
     if with_peers {
-        peers.push(cublas_peer(gpu, &mut measure, &a_dev, &b_dev)?);
+        peers.push(cublas_peer(gpu, &mut measure, batch, (m, n, k), &a_dev, &b_dev)?);
     }
     Ok(Timings { ours, peers, peak: None })
 }
@@ -506,21 +553,31 @@ fn time_gpu(
 type Measure<'a> =
     dyn FnMut(&str, &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>) -> Result<Timing, Error> + 'a;
 
+/// cuBLAS on the same buffers: `cublasSgemm` for one product, `cublasSgemmStridedBatched`
+/// for a batch (FP32, TF32 off).
 #[cfg(feature = "cublas")]
 fn cublas_peer(
     gpu: &Gpu,
     measure: &mut Measure,
+    batch: usize,
+    shape: (usize, usize, usize),
     a: &sgemm::DeviceMatrix,
     b: &sgemm::DeviceMatrix,
 ) -> Result<Timing, Error> {
     let blas = crate::cublas::Cublas::new(gpu)?;
-    measure("cublas", &|c| blas.enqueue(1.0, a, b, 0.0, c))
+    if batch == 1 {
+        measure("cublas", &|c| blas.enqueue(1.0, a, b, 0.0, c))
+    } else {
+        measure("cublas", &|c| blas.enqueue_strided(batch, shape, a.buffer(), b.buffer(), c.buffer_mut()))
+    }
 }
 
 #[cfg(not(feature = "cublas"))]
 fn cublas_peer(
     _: &Gpu,
     _: &mut Measure,
+    _: usize,
+    _: (usize, usize, usize),
     _: &sgemm::DeviceMatrix,
     _: &sgemm::DeviceMatrix,
 ) -> Result<Timing, Error> {
@@ -578,30 +635,27 @@ fn time_cpu(
     flops: f64,
     progress: &ProgressBar,
 ) -> Result<Timings, BenchError> {
-    let (a, b, _) = problem.views();
-    let (m, n) = (problem.m, problem.n);
+    let (a, b) = problem.strided();
+    let (batch, m, n) = (problem.batch, problem.m, problem.n);
     let mut contenders: Vec<Contender> = Vec::new();
     for kernel in kernels {
         // Every CPU kernel is strict: `auto` and `strict` are the same automatic choice.
         let automatic = kernel == "auto" || kernel == "strict";
         let resolved = sgemm::cpu::kernel((!automatic).then_some(kernel.as_str()))?.name;
         let run: CpuRun = Box::new(move |c| {
-            sgemm::cpu::gemm(
-                Some(resolved),
-                Some(threads),
-                1.0,
-                &a,
-                &b,
-                0.0,
-                &mut MatMut::contiguous(c, m, n),
-            )
+            let mut c = Strided::new(MatMut::contiguous(c, m, n), m * n);
+            sgemm::cpu::gemm_strided(Some(resolved), Some(threads), batch, 1.0, &a, &b, 0.0, &mut c)
         });
         contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
     }
     if with_peers {
         for peer in crate::cpu_peers::peers()? {
+            // One call per member, on the same threads.
             let run: CpuRun = Box::new(move |c| {
-                (peer.run)(threads, &a, &b, c);
+                for (z, c) in c.chunks_mut(m * n).enumerate() {
+                    let (a, b, _) = problem.member(z);
+                    (peer.run)(threads, &a, &b, c);
+                }
                 Ok(())
             });
             contenders.push((peer.name.to_string(), Role::Peer, run, peer.settle));

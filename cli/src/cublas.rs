@@ -8,7 +8,7 @@
 //! swapped and `m` and `n` exchanged, no transposes.
 
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 
 use cudarc::driver::CudaSlice;
 use sgemm::{DeviceMatrix, Error, Gpu, Layout, Result};
@@ -92,5 +92,47 @@ impl Cublas {
         // the operations and leading dimensions describe each buffer's layout.
         unsafe { self.blas.gemm(cfg, a.buf, b.buf, c.buffer_mut()) }
             .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
+    }
+
+    /// Queues `C_i = A_i B_i` for `i < batch` with `cublasSgemmStridedBatched`: row-major
+    /// members of `m x k`, `k x n` and `m x n` back to back in `a`, `b` and `c` (computed as the
+    /// column-major `C_i^T = B_i^T A_i^T`).
+    pub fn enqueue_strided(
+        &self,
+        batch: usize,
+        (m, n, k): (usize, usize, usize),
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let int = |x: usize| {
+            i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
+        };
+        let long = |x: usize| x as i64;
+        let cfg = StridedBatchedConfig {
+            gemm: GemmConfig {
+                transa: cublasOperation_t::CUBLAS_OP_N,
+                transb: cublasOperation_t::CUBLAS_OP_N,
+                m: int(n)?,
+                n: int(m)?,
+                k: int(k)?,
+                alpha: 1.0,
+                lda: int(n)?,
+                ldb: int(k)?,
+                beta: 0.0,
+                ldc: int(n)?,
+            },
+            batch_size: int(batch)?,
+            stride_a: long(k * n),
+            stride_b: long(m * k),
+            stride_c: long(m * n),
+        };
+        if a.len() < batch * m * k || b.len() < batch * k * n || c.len() < batch * m * n {
+            return Err(Error::DimensionMismatch("a buffer of the cuBLAS batch is too short".into()));
+        }
+        // SAFETY: each buffer holds `batch` members of its shape back to back (checked above);
+        // B's members are the column-major `n x k` first operand, A's the `k x m` second.
+        unsafe { self.blas.gemm_strided_batched(cfg, b, a, c) }
+            .map_err(|e| Error::NoGpu(format!("cublasSgemmStridedBatched failed: {e}")))
     }
 }
