@@ -101,7 +101,7 @@ fi
 if want batch; then
 step "batches: compute-sanitizer on the batch tests, then ours beside cuBLAS's strided batched GEMM"
 san="compute-sanitizer --error-exitcode 9 --print-limit 20"
-for t in a_batch_gives_what_its_members_give_alone gpu_batches_past_the_grid_limit; do
+for t in a_batch_gives_what_its_members_give_alone_on_the_cpu_and_the_same_bits_every_run gpu_batches_past_the_grid_limit; do
   for tool in memcheck racecheck initcheck; do
     $san --tool $tool $b/test-batch --exact $t --test-threads=1 >"$out/san.log" 2>&1 \
       && echo "$tool $t: clean" || { echo "$tool $t: FAILED"; tail -30 "$out/san.log"; status=1; }

@@ -498,17 +498,13 @@ impl Gpu {
         let (b_buf, ldb, b_step) =
             b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
-        if kernel.spec.splits_k {
-            let slices = self.k_slices(&kernel.spec, batch, m, n, k);
+        // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
+        // its members fill the grid instead, in one launch.
+        if kernel.spec.splits_k && batch == 1 {
+            let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
-                // Few members (their tiles do not fill the GPU): each split on its own.
-                for z in 0..batch {
-                    let a = (a_buf.slice(z * a_step..), lda);
-                    let b = (b_buf.slice(z * b_step..), ldb);
-                    let c = (c.buf.slice_mut(z * c_step..), ldc);
-                    self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned)?;
-                }
-                return Ok(());
+                let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
@@ -541,14 +537,14 @@ impl Gpu {
         // The scratch copies are freed here, ordered on the stream after the launches.
     }
 
-    /// How many K slices [`split_k`] cuts each of `batch` `m x n x k` GEMMs into.
+    /// How many K slices [`split_k`] cuts an `m x n x k` GEMM into.
     ///
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
     /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
     /// [`MIN_SLICE_K`] deep.
-    pub(crate) fn k_slices(&self, spec: &KernelSpec, batch: usize, m: usize, n: usize, k: usize) -> usize {
-        let tiles = batch.saturating_mul(m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize));
+    pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
+        let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
         let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
         if tiles >= slots {
             return 1;
