@@ -4,9 +4,7 @@
 
 use std::io::Write;
 
-use sgemm::{
-    Backend, DeviceMatMut, DeviceMatRef, Engine, Error, Gpu, MatMut, MatRef, Precision, Strided,
-};
+use sgemm::{Backend, DeviceMatMut, DeviceMatRef, Engine, Error, Gpu, MatMut, MatRef, Precision, Strided};
 use sgemm_check::batch::{self, BatchedGemm};
 use sgemm_check::suite::integers;
 
@@ -26,14 +24,25 @@ impl BatchedGemm for Through<'_> {
         self.0.gemm_strided(batch, alpha, a, b, beta, c)
     }
 
-    fn list(&mut self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> sgemm::Result<()> {
+    fn list(
+        &mut self,
+        alpha: f32,
+        a: &[MatRef],
+        b: &[MatRef],
+        beta: f32,
+        c: &mut [MatMut],
+    ) -> sgemm::Result<()> {
         self.0.gemm_batch(alpha, a, b, beta, c)
     }
 }
 
 fn run(label: &str, engine: &Engine) {
     let (failures, worst) = batch::run_suite(&mut Through(engine));
-    println!("{label}: {} cases, {} failed, max normalized error {worst:.2e}", batch::cases().len(), failures.len());
+    println!(
+        "{label}: {} cases, {} failed, max normalized error {worst:.2e}",
+        batch::cases().len(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{label}: {} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
@@ -109,19 +118,32 @@ impl BatchedGemm for OnDevice<'_> {
         Ok(())
     }
 
-    fn list(&mut self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> sgemm::Result<()> {
+    fn list(
+        &mut self,
+        alpha: f32,
+        a: &[MatRef],
+        b: &[MatRef],
+        beta: f32,
+        c: &mut [MatMut],
+    ) -> sgemm::Result<()> {
         let stream = self.0.stream();
         let a_bufs: Vec<_> = a.iter().map(|m| stream.clone_htod(m.data).unwrap()).collect();
         let b_bufs: Vec<_> = b.iter().map(|m| stream.clone_htod(m.data).unwrap()).collect();
         let mut c_bufs: Vec<_> = c.iter().map(|m| stream.clone_htod(&*m.data).unwrap()).collect();
-        let a_views =
-            a.iter().zip(&a_bufs).map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
-        let b_views =
-            b.iter().zip(&b_bufs).map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
-        let (a_views, b_views) = (a_views.collect::<sgemm::Result<Vec<_>>>()?, b_views.collect::<sgemm::Result<Vec<_>>>()?);
-        let c_views = c.iter().zip(c_bufs.iter_mut()).map(|(m, d)| {
-            DeviceMatMut::new(d.as_view_mut(), m.layout, m.rows, m.cols, m.ld)
-        });
+        let a_views = a
+            .iter()
+            .zip(&a_bufs)
+            .map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
+        let b_views = b
+            .iter()
+            .zip(&b_bufs)
+            .map(|(m, d)| DeviceMatRef::new(d.as_view(), m.layout, m.rows, m.cols, m.ld));
+        let (a_views, b_views) =
+            (a_views.collect::<sgemm::Result<Vec<_>>>()?, b_views.collect::<sgemm::Result<Vec<_>>>()?);
+        let c_views = c
+            .iter()
+            .zip(c_bufs.iter_mut())
+            .map(|(m, d)| DeviceMatMut::new(d.as_view_mut(), m.layout, m.rows, m.cols, m.ld));
         let mut c_views = c_views.collect::<sgemm::Result<Vec<_>>>()?;
         self.0.gemm_batch_device(alpha, &a_views, &b_views, beta, &mut c_views)?;
         drop(c_views);
@@ -167,8 +189,7 @@ fn gpu_batches_past_the_grid_limit() {
                 for j in 0..n {
                     // B is column-major (transposed on the device, member by member): B[p][j] is
                     // b[z k n + j k + p].
-                    let want: f32 =
-                        (0..k).map(|p| a[z * m * k + i * k + p] * b[z * k * n + j * k + p]).sum();
+                    let want: f32 = (0..k).map(|p| a[z * m * k + i * k + p] * b[z * k * n + j * k + p]).sum();
                     assert_eq!(c[z * m * n + i * n + j], want, "{policy:?} member {z} ({i}, {j})");
                 }
             }
@@ -187,7 +208,10 @@ fn batches_are_checked_before_anything_runs() {
     for stride in [0, 4, 14] {
         let mut c_s = Strided::new(MatMut::contiguous(&mut c, 3, 5), stride);
         let err = engine.gemm_strided(2, 1.0, &a_s, &b_s, 0.0, &mut c_s).unwrap_err();
-        assert!(matches!(err, Error::OverlappingOutputs { first: 0, second: 1, .. }), "stride {stride}: {err}");
+        assert!(
+            matches!(err, Error::OverlappingOutputs { first: 0, second: 1, .. }),
+            "stride {stride}: {err}"
+        );
     }
     // Side by side in a wider matrix: apart.
     let mut wide = vec![7.0f32; 3 * 10];
@@ -204,7 +228,9 @@ fn batches_are_checked_before_anything_runs() {
     let err = engine.gemm_strided(2, 1.0, &a_s, &bad, 0.0, &mut c_s).unwrap_err();
     assert!(matches!(err, Error::DimensionMismatch(_)), "{err}");
     // A batch of none does nothing, even with nothing to hold it.
-    engine.gemm_strided(0, 1.0, &Strided::new(MatRef::contiguous(&[], 3, 4), 12), &b_s, 0.0, &mut c_s).unwrap();
+    engine
+        .gemm_strided(0, 1.0, &Strided::new(MatRef::contiguous(&[], 3, 4), 12), &b_s, 0.0, &mut c_s)
+        .unwrap();
     assert!(c.iter().all(|&x| x == 7.0), "C written despite the errors");
     // Lists: one length each, one shape per list.
     let (a0, a1) = (MatRef::contiguous(&a[..12], 3, 4), MatRef::contiguous(&a[12..], 4, 3));
@@ -254,7 +280,11 @@ fn a_batch_gives_what_its_members_give_alone_on_the_cpu_and_the_same_bits_every_
             &mut MatMut::contiguous(&mut alone, m, n),
         )
         .unwrap();
-        assert_eq!(bits(&alone), bits(&batched[z * m * n..][..m * n]), "cpu: member {z} differs from the product alone");
+        assert_eq!(
+            bits(&alone),
+            bits(&batched[z * m * n..][..m * n]),
+            "cpu: member {z} differs from the product alone"
+        );
     }
     if let Ok(gpu) = Engine::new(Backend::Gpu) {
         for precision in [Precision::Accurate, Precision::Strict] {

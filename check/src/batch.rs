@@ -87,7 +87,14 @@ pub trait BatchedGemm {
         c: &mut Strided<MatMut>,
     ) -> sgemm::Result<()>;
     /// The list form.
-    fn list(&mut self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> sgemm::Result<()>;
+    fn list(
+        &mut self,
+        alpha: f32,
+        a: &[MatRef],
+        b: &[MatRef],
+        beta: f32,
+        c: &mut [MatMut],
+    ) -> sgemm::Result<()>;
 }
 
 /// The cases: small and odd shapes (vector-like, few rows, empty, `k = 1` and `k = 0`),
@@ -205,7 +212,8 @@ pub fn run_case(case: &BatchCase, seed: u64, gemm: &mut impl BatchedGemm) -> Res
         };
         let a_bufs = members(a_shape, &mut fill);
         let b_bufs = members(b_shape, &mut fill);
-        let mut c_bufs = if beta == 0.0 { members((m, n), &mut || f32::NAN) } else { members((m, n), &mut fill) };
+        let mut c_bufs =
+            if beta == 0.0 { members((m, n), &mut || f32::NAN) } else { members((m, n), &mut fill) };
         let (a_before, b_before, c_before) = (a_bufs.clone(), b_bufs.clone(), c_bufs.clone());
         let a: Vec<MatRef> = a_bufs.iter().map(|(d, ld)| MatRef::op(d, layout, trans_a, m, k, *ld)).collect();
         let b: Vec<MatRef> = b_bufs.iter().map(|(d, ld)| MatRef::op(d, layout, trans_b, k, n, *ld)).collect();
@@ -213,7 +221,12 @@ pub fn run_case(case: &BatchCase, seed: u64, gemm: &mut impl BatchedGemm) -> Res
             c_bufs.iter_mut().map(|(d, ld)| MatMut { data: d, rows: m, cols: n, ld: *ld, layout }).collect();
         gemm.list(alpha, &a, &b, beta, &mut c).map_err(|e| fail(format!("returned {e}")))?;
         drop(c);
-        if a_bufs.iter().zip(&a_before).chain(b_bufs.iter().zip(&b_before)).any(|(x, y)| !same_bits(&x.0, &y.0)) {
+        if a_bufs
+            .iter()
+            .zip(&a_before)
+            .chain(b_bufs.iter().zip(&b_before))
+            .any(|(x, y)| !same_bits(&x.0, &y.0))
+        {
             return Err(fail("A or B changed".into()));
         }
         let mut worst = 0.0f64;
@@ -251,7 +264,8 @@ pub fn run_case(case: &BatchCase, seed: u64, gemm: &mut impl BatchedGemm) -> Res
     let (a_before, b_before, c_before) = (a_buf.data.clone(), b_buf.data.clone(), c_buf.data.clone());
     let a = Strided::new(MatRef::op(&a_buf.data, layout, trans_a, m, k, a_buf.ld), a_buf.stride);
     let b = Strided::new(MatRef::op(&b_buf.data, layout, trans_b, k, n, b_buf.ld), b_buf.stride);
-    let mut c = Strided::new(MatMut { data: &mut c_buf.data, rows: m, cols: n, ld: c_ld, layout }, c_buf.stride);
+    let mut c =
+        Strided::new(MatMut { data: &mut c_buf.data, rows: m, cols: n, ld: c_ld, layout }, c_buf.stride);
     gemm.strided(batch, alpha, &a, &b, beta, &mut c).map_err(|e| fail(format!("returned {e}")))?;
     if !same_bits(&a_buf.data, &a_before) || !same_bits(&b_buf.data, &b_before) {
         return Err(fail("A or B changed".into()));
@@ -263,13 +277,16 @@ pub fn run_case(case: &BatchCase, seed: u64, gemm: &mut impl BatchedGemm) -> Res
         }
         let (a_z, b_z) = (member(&a.matrix, a.stride, z), member(&b.matrix, b.stride, z));
         let c_all = MatRef { data: &c_buf.data, rows: m, cols: n, ld: c_ld, layout };
-        let (c_z, c0_z) = (member(&c_all, c_buf.stride, z), member(&MatRef { data: &c_before, ..c_all }, c_buf.stride, z));
+        let (c_z, c0_z) =
+            (member(&c_all, c_buf.stride, z), member(&MatRef { data: &c_before, ..c_all }, c_buf.stride, z));
         let owned = &c_buf.owned[(z * c_buf.stride).min(c_buf.owned.len())..];
         // Ownership is checked for the whole buffer below; per member, only its values.
         let error = check_member(&fail, z, alpha, &a_z, &b_z, beta, &c0_z, &c_z, &vec![true; owned.len()])?;
         worst = worst.max(error);
     }
-    if let Some(i) = (0..c_buf.data.len()).find(|&i| !c_buf.owned[i] && c_buf.data[i].to_bits() != c_before[i].to_bits()) {
+    if let Some(i) =
+        (0..c_buf.data.len()).find(|&i| !c_buf.owned[i] && c_buf.data[i].to_bits() != c_before[i].to_bits())
+    {
         return Err(fail(format!("wrote C's buffer at {i}, outside every member")));
     }
     Ok(worst)
@@ -294,7 +311,10 @@ fn check_member(
     }
     for i in 0..c.rows {
         if let Some(j) = (0..c.cols).find(|&j| !c.at(i, j).is_finite()) {
-            return Err(fail(format!("member {z}: C[{i}][{j}] = {} (unwritten or NaN propagated)", c.at(i, j))));
+            return Err(fail(format!(
+                "member {z}: C[{i}][{j}] = {} (unwritten or NaN propagated)",
+                c.at(i, j)
+            )));
         }
     }
     let found = reference::compare(alpha, a, b, beta, c0, c, 0..c.rows);

@@ -273,7 +273,15 @@ impl Problem {
     fn new((m, n, k): (usize, usize, usize), batch: usize, seed: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(seed ^ (m * 31 + n * 17 + k) as u64);
         let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        Problem { batch, m, n, k, a: random(batch * m * k), b: random(batch * k * n), c0: random(batch * m * n) }
+        Problem {
+            batch,
+            m,
+            n,
+            k,
+            a: random(batch * m * k),
+            b: random(batch * k * n),
+            c0: random(batch * m * n),
+        }
     }
 
     /// Member `z`'s operands.
@@ -506,7 +514,8 @@ fn time_gpu(
 ) -> Result<Timings, Error> {
     let (batch, m, n, k) = (problem.batch, problem.m, problem.n, problem.k);
     // Every operand's members back to back: one matrix of `batch` times the member's rows.
-    let whole = |data: &[f32], rows: usize, cols: usize| gpu.upload(&MatRef::contiguous(data, batch * rows, cols));
+    let whole =
+        |data: &[f32], rows: usize, cols: usize| gpu.upload(&MatRef::contiguous(data, batch * rows, cols));
     let (a_dev, b_dev) = (whole(&problem.a, m, k)?, whole(&problem.b, k, n)?);
     let mut c_dev = whole(&problem.c0, m, n)?;
     let mut c = problem.c0.clone();

@@ -123,7 +123,12 @@ pub(crate) fn check_strided(batch: usize, a: Members, b: Members, c: Members) ->
 fn check_batch_len(op: Operand, x: Members, batch: usize) -> Result<()> {
     let needed = x.batch_span(batch).unwrap_or(usize::MAX);
     if x.len < needed {
-        return Err(Error::SliceTooShort { position: op.array_position, matrix: op.matrix, needed, len: x.len });
+        return Err(Error::SliceTooShort {
+            position: op.array_position,
+            matrix: op.matrix,
+            needed,
+            len: x.len,
+        });
     }
     Ok(())
 }

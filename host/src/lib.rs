@@ -255,7 +255,14 @@ impl Engine {
     /// equal length, the members of each list of one shape and layout (any leading
     /// dimensions). Every product has [`gemm`](Self::gemm)'s semantics and checks;
     /// [`Error::BatchMismatch`] for lists of different lengths or members of different shapes.
-    pub fn gemm_batch(&self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> Result<()> {
+    pub fn gemm_batch(
+        &self,
+        alpha: f32,
+        a: &[MatRef],
+        b: &[MatRef],
+        beta: f32,
+        c: &mut [MatMut],
+    ) -> Result<()> {
         match &self.gpu {
             Some(gpu) => gpu.gemm_batch(alpha, a, b, beta, c),
             None => cpu::gemm_batch(self.cpu_kernel, self.threads, alpha, a, b, beta, c),

@@ -15,9 +15,9 @@
 use rayon::prelude::*;
 
 use super::{kernel, packed, run, thread_count};
+use crate::Result;
 use crate::batch::{Members, Strided, check_list, check_strided};
 use crate::matrix::{MatMut, MatRef, span};
-use crate::Result;
 
 /// `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for `i < batch`, strided (see
 /// [`crate::batch`]); `kernel` and `threads` as for [`gemm`](super::gemm). The checks of
@@ -48,7 +48,15 @@ pub fn gemm_strided(
     if !side_by_side {
         for i in 0..batch {
             let mut c_i = MatMut { data: &mut c.data[i * c_stride..], rows, cols, ld, layout };
-            run(kernel, threads, alpha, &member(a, a_m.stride, i), &member(b, b_m.stride, i), beta, &mut c_i)?;
+            run(
+                kernel,
+                threads,
+                alpha,
+                &member(a, a_m.stride, i),
+                &member(b, b_m.stride, i),
+                beta,
+                &mut c_i,
+            )?;
         }
         return Ok(());
     }
@@ -96,7 +104,11 @@ fn member<'a>(x: &MatRef<'a>, stride: usize, i: usize) -> MatRef<'a> {
 }
 
 /// Runs `work` on every item on the CPU backend's pool of `threads` threads.
-fn in_pool<T: Send>(threads: usize, items: Vec<T>, work: impl Fn(T) -> Result<()> + Sync + Send) -> Result<()> {
+fn in_pool<T: Send>(
+    threads: usize,
+    items: Vec<T>,
+    work: impl Fn(T) -> Result<()> + Sync + Send,
+) -> Result<()> {
     packed::thread_pool(threads)?.install(|| items.into_par_iter().try_for_each(work))
 }
 

@@ -53,7 +53,8 @@ impl Gpu {
             guards.push(pinned::Pinned::new(ctx, &b.matrix.data[..b_len]));
         }
         // With beta == 0 C is not read: no upload.
-        let mut c_dev = if beta == 0.0 { self.zeros(c_len)? } else { self.upload_slice(&c.matrix.data[..c_len])? };
+        let mut c_dev =
+            if beta == 0.0 { self.zeros(c_len)? } else { self.upload_slice(&c.matrix.data[..c_len])? };
         let cm = &c.matrix;
         let c_view = DeviceMatMut::new(c_dev.as_view_mut(), cm.layout, cm.rows, cm.cols, cm.ld)?;
         if work == Work::ScaleC {
@@ -65,10 +66,17 @@ impl Gpu {
             let (a_s, b_s) = (Strided::new(a_view, 0), Strided::new(b_view, 0));
             self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c.stride))?;
         } else {
-            let (a_dev, b_dev) = (self.upload_slice(&a.matrix.data[..a_len])?, self.upload_slice(&b.matrix.data[..b_len])?);
+            let (a_dev, b_dev) =
+                (self.upload_slice(&a.matrix.data[..a_len])?, self.upload_slice(&b.matrix.data[..b_len])?);
             let (am, bm) = (&a.matrix, &b.matrix);
-            let a_s = Strided::new(DeviceMatRef::new(a_dev.as_view(), am.layout, am.rows, am.cols, am.ld)?, a.stride);
-            let b_s = Strided::new(DeviceMatRef::new(b_dev.as_view(), bm.layout, bm.rows, bm.cols, bm.ld)?, b.stride);
+            let a_s = Strided::new(
+                DeviceMatRef::new(a_dev.as_view(), am.layout, am.rows, am.cols, am.ld)?,
+                a.stride,
+            );
+            let b_s = Strided::new(
+                DeviceMatRef::new(b_dev.as_view(), bm.layout, bm.rows, bm.cols, bm.ld)?,
+                b.stride,
+            );
             let kernel = self.chosen_for(cm.layout, rows, cols, k);
             self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c.stride))?;
         }
@@ -81,7 +89,14 @@ impl Gpu {
     /// whose members have one shape and layout per operand: each operand is packed into one
     /// buffer on the host, then as [`gemm_strided`](Self::gemm_strided). Each member is checked
     /// as a single product; nothing outside each `C_i`'s block is written.
-    pub fn gemm_batch(&self, alpha: f32, a: &[MatRef], b: &[MatRef], beta: f32, c: &mut [MatMut]) -> Result<()> {
+    pub fn gemm_batch(
+        &self,
+        alpha: f32,
+        a: &[MatRef],
+        b: &[MatRef],
+        beta: f32,
+        c: &mut [MatMut],
+    ) -> Result<()> {
         check_list(a, b, c)?;
         let (Some(a0), Some(b0), Some(c0)) = (a.first(), b.first(), c.first()) else { return Ok(()) };
         let work = work(c0.rows, c0.cols, a0.cols, alpha, beta);
@@ -92,7 +107,9 @@ impl Gpu {
         let (a_packed, a_s) = if work == Work::Product { pack(a) } else { (Vec::new(), 0) };
         let (b_packed, b_s) = if work == Work::Product { pack(b) } else { (Vec::new(), 0) };
         let (a_view, b_view) = match work {
-            Work::Product => (Strided::new(packed_view(&a_packed, a0), a_s), Strided::new(packed_view(&b_packed, b0), b_s)),
+            Work::Product => {
+                (Strided::new(packed_view(&a_packed, a0), a_s), Strided::new(packed_view(&b_packed, b0), b_s))
+            }
             _ => (Strided::new(*a0, 0), Strided::new(*b0, 0)),
         };
         let c_refs: Vec<MatRef> = c.iter().map(|m| m.as_ref()).collect();
@@ -157,7 +174,14 @@ impl Gpu {
         let a_m = members(&a.matrix, a.matrix.buf.len(), a.stride);
         let b_m = members(&b.matrix, b.matrix.buf.len(), b.stride);
         let cm = &c.matrix;
-        let c_m = Members { layout: cm.layout(), rows: cm.rows(), cols: cm.cols(), ld: cm.ld(), len: cm.buf.len(), stride: c.stride };
+        let c_m = Members {
+            layout: cm.layout(),
+            rows: cm.rows(),
+            cols: cm.cols(),
+            ld: cm.ld(),
+            len: cm.buf.len(),
+            stride: c.stride,
+        };
         check_strided(batch, a_m, b_m, c_m)?;
         if batch == 0 {
             return Ok(());
@@ -223,13 +247,29 @@ impl Gpu {
                 let ((a_buf, a_shape), (b_buf, b_shape)) = (gathered(a)?, gathered(b)?);
                 let a_s = Strided::new(a_shape.view(&a_buf)?, a_shape.size());
                 let b_s = Strided::new(b_shape.view(&b_buf)?, b_shape.size());
-                self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c_shape.size()))?;
+                self.enqueue_members(
+                    kernel,
+                    batch,
+                    alpha,
+                    a_s,
+                    b_s,
+                    beta,
+                    Strided::new(c_view, c_shape.size()),
+                )?;
             } else {
                 let dummy = self.zeros(1)?;
                 let empty = DeviceMatRef::new(dummy.as_view(), Layout::RowMajor, c0.rows(), 0, 1)?;
                 let empty_b = DeviceMatRef::new(dummy.as_view(), Layout::ColMajor, 0, c0.cols(), 1)?;
                 let (a_s, b_s) = (Strided::new(empty, 0), Strided::new(empty_b, 0));
-                self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c_shape.size()))?;
+                self.enqueue_members(
+                    kernel,
+                    batch,
+                    alpha,
+                    a_s,
+                    b_s,
+                    beta,
+                    Strided::new(c_view, c_shape.size()),
+                )?;
             }
         }
         {
@@ -247,7 +287,14 @@ impl Gpu {
     /// row-major block at `source` (leading dimension `lda`) to `destination` (`ldb`): the
     /// `pad` kernel over a table of addresses, in launches of at most 65535 pairs (and as many
     /// lines as one grid covers).
-    fn copy_listed(&self, pairs: &[(u64, u64)], lines: usize, inner: usize, lda: usize, ldb: usize) -> Result<()> {
+    fn copy_listed(
+        &self,
+        pairs: &[(u64, u64)],
+        lines: usize,
+        inner: usize,
+        lda: usize,
+        ldb: usize,
+    ) -> Result<()> {
         if lines == 0 || inner == 0 {
             return Ok(());
         }
@@ -259,7 +306,8 @@ impl Gpu {
             let (a_off, b_off) = ((r0 as usize * lda * 4) as u64, (r0 as usize * ldb * 4) as u64);
             let table: Vec<u64> =
                 pairs[z0..z0 + members as usize].iter().flat_map(|&(a, b)| [a + a_off, b + b_off]).collect();
-            let table = self.loaded.stream.clone_htod(&table).map_err(Error::cuda("copying a table of addresses"))?;
+            let table =
+                self.loaded.stream.clone_htod(&table).map_err(Error::cuda("copying a table of addresses"))?;
             let (list, _record) = table.device_ptr(&self.loaded.stream);
             let mut params = PadParams {
                 rows,

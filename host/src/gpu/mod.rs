@@ -393,7 +393,14 @@ impl Gpu {
     /// `A^T`): copies the operands to the device, runs [`chosen_for`](Self::chosen_for), and copies
     /// the `m x n` block of `C` back (its padding is never written).
     pub fn gemm(&self, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) -> Result<()> {
-        self.gemm_strided(1, alpha, &Strided::new(*a, 0), &Strided::new(*b, 0), beta, &mut Strided::new(c.rb_mut(), 0))
+        self.gemm_strided(
+            1,
+            alpha,
+            &Strided::new(*a, 0),
+            &Strided::new(*b, 0),
+            beta,
+            &mut Strided::new(c.rb_mut(), 0),
+        )
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on matrices already on the device: each a
@@ -438,7 +445,15 @@ impl Gpu {
     ) -> Result<()> {
         let (a, b, c) = (a.into(), b.into(), c.into());
         check_shapes((a.rows(), a.cols()), (b.rows(), b.cols()), (c.rows(), c.cols()))?;
-        self.enqueue_members(kernel, 1, alpha, Strided::new(a, 0), Strided::new(b, 0), beta, Strided::new(c, 0))
+        self.enqueue_members(
+            kernel,
+            1,
+            alpha,
+            Strided::new(a, 0),
+            Strided::new(b, 0),
+            beta,
+            Strided::new(c, 0),
+        )
     }
 
     /// [`enqueue`](Self::enqueue) for a checked strided batch of `batch >= 1` members: every
@@ -653,7 +668,8 @@ impl Gpu {
             // SAFETY: from member z0 and row r0 on, each member's C holds `rows x n` with `ldc`
             // (the batch's span was checked), apart from the others; the kernel's own geometry.
             let config = launch_config(&scale.spec, rows, n32, members);
-            unsafe { self.launch(&scale.function, config, &mut params) }.map_err(Error::cuda("launching scale_c"))
+            unsafe { self.launch(&scale.function, config, &mut params) }
+                .map_err(Error::cuda("launching scale_c"))
         })
     }
 
@@ -680,7 +696,8 @@ impl Gpu {
         let [rows, cols, ld, rows_pad, cols_pad] =
             to_u32([x.rows(), x.cols(), x.ld(), shape.0, shape.1], (x.rows(), x.cols(), 0), kernel)?;
         let (copies, copy_step) = if step == 0 { (1, 0) } else { (batch, shape.0 * shape.1) };
-        let len = copies.checked_mul(shape.0 * shape.1).ok_or(Error::OutOfDeviceMemory { bytes: usize::MAX })?;
+        let len =
+            copies.checked_mul(shape.0 * shape.1).ok_or(Error::OutOfDeviceMemory { bytes: usize::MAX })?;
         let mut dst = if x.layout() == Layout::ColMajor && padded {
             // The transpose writes x's rows x cols; the rest stays zero.
             self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
@@ -970,8 +987,16 @@ mod tests {
             b_step: 0,
             list: 0,
         });
-        let transpose =
-            pushed(&mut TransposeParams { rows: 0, cols: 0, a: (), lda: 0, b: (), ldb: 0, a_step: 0, b_step: 0 });
+        let transpose = pushed(&mut TransposeParams {
+            rows: 0,
+            cols: 0,
+            a: (),
+            lda: 0,
+            b: (),
+            ldb: 0,
+            a_step: 0,
+            b_step: 0,
+        });
         let reduce = pushed(&mut ReduceParams {
             m: 0,
             n: 0,
