@@ -181,7 +181,7 @@ pub trait GemmUnderTest: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> sgemm
 impl<F: FnMut(f32, &MatRef, &MatRef, f32, &mut MatMut) -> sgemm::Result<()>> GemmUnderTest for F {}
 
 /// Whether element `idx` of a buffer belongs to the matrix (not to its padding or tail).
-fn in_matrix(layout: Layout, rows: usize, cols: usize, ld: usize, idx: usize) -> bool {
+pub fn in_matrix(layout: Layout, rows: usize, cols: usize, ld: usize, idx: usize) -> bool {
     let (inner, _) = layout.extents(rows, cols);
     idx < span(layout, rows, cols, ld) && idx % ld < inner
 }
@@ -205,7 +205,7 @@ pub fn operand(
 }
 
 /// Bit-for-bit equality (NaN padding included).
-fn same_bits(x: &[f32], y: &[f32]) -> bool {
+pub fn same_bits(x: &[f32], y: &[f32]) -> bool {
     x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits())
 }
 

@@ -3,8 +3,7 @@
 //!
 //! A strided batch goes to the kernels as it is: each operand's members are its pointer plus
 //! `z * stride`. A list of views has no stride, and the GEMM kernels take none of the tables
-//! of addresses a list would need (the addresses, kept live from the prologue to the
-//! epilogue, cost the tile kernels registers they do not have). So a list on the device is
+//! of addresses a list would need. So a list on the device is
 //! gathered into one strided buffer per operand by the `pad` kernel reading a table of
 //! addresses, multiplied as a strided batch, and `C` scattered back the same way: three or
 //! four launches for the whole batch, and one more read and write of each operand. From the
@@ -59,12 +58,7 @@ impl Gpu {
         let c_view = DeviceMatMut::new(c_dev.as_view_mut(), cm.layout, cm.rows, cm.cols, cm.ld)?;
         if work == Work::ScaleC {
             // A and B are not read, so not copied either.
-            let (a_dev, b_dev) = (self.zeros(1)?, self.zeros(1)?);
-            let a_view = DeviceMatRef::new(a_dev.as_view(), Layout::RowMajor, rows, 0, 1)?;
-            let b_view = DeviceMatRef::new(b_dev.as_view(), Layout::RowMajor, 0, cols, cols.max(1))?;
-            let kernel = self.chosen_for(cm.layout, rows, cols, 1);
-            let (a_s, b_s) = (Strided::new(a_view, 0), Strided::new(b_view, 0));
-            self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c.stride))?;
+            self.enqueue_scale_c(beta, batch, c_view, c.stride)?;
         } else {
             let (a_dev, b_dev) =
                 (self.upload_slice(&a.matrix.data[..a_len])?, self.upload_slice(&b.matrix.data[..b_len])?);
@@ -242,34 +236,15 @@ impl Gpu {
         let mut c_scratch = c_scratch;
         {
             let c_view = c_shape.view_mut(&mut c_scratch)?;
-            let kernel = self.chosen_for(c0.layout(), c0.rows(), c0.cols(), a0.cols());
             if work == Work::Product {
+                let kernel = self.chosen_for(c0.layout(), c0.rows(), c0.cols(), a0.cols());
                 let ((a_buf, a_shape), (b_buf, b_shape)) = (gathered(a)?, gathered(b)?);
                 let a_s = Strided::new(a_shape.view(&a_buf)?, a_shape.size());
                 let b_s = Strided::new(b_shape.view(&b_buf)?, b_shape.size());
-                self.enqueue_members(
-                    kernel,
-                    batch,
-                    alpha,
-                    a_s,
-                    b_s,
-                    beta,
-                    Strided::new(c_view, c_shape.size()),
-                )?;
+                let c_s = Strided::new(c_view, c_shape.size());
+                self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, c_s)?;
             } else {
-                let dummy = self.zeros(1)?;
-                let empty = DeviceMatRef::new(dummy.as_view(), Layout::RowMajor, c0.rows(), 0, 1)?;
-                let empty_b = DeviceMatRef::new(dummy.as_view(), Layout::ColMajor, 0, c0.cols(), 1)?;
-                let (a_s, b_s) = (Strided::new(empty, 0), Strided::new(empty_b, 0));
-                self.enqueue_members(
-                    kernel,
-                    batch,
-                    alpha,
-                    a_s,
-                    b_s,
-                    beta,
-                    Strided::new(c_view, c_shape.size()),
-                )?;
+                self.enqueue_scale_c(beta, batch, c_view, c_shape.size())?;
             }
         }
         {

@@ -20,8 +20,7 @@
 //! of 0 gives every member the same matrix). [`pad`](crate::helpers::pad) also takes a `list`
 //! instead: the device address of a table of member addresses, with which the host gathers a
 //! batch of matrices anywhere in memory into a strided one and scatters results back (the
-//! GEMM kernels themselves take steps only: a table's addresses, loaded at the start and
-//! kept for the epilogue, cost the tile kernels registers they do not have).
+//! GEMM kernels themselves take steps only; `docs/performance-notes.md`, Batches, says why).
 //!
 //! Split-K uses the same convention: its K slices are the members of a batch whose steps
 //! move along `K` ([`split_k`](crate::production::split_k)).
