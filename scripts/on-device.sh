@@ -75,7 +75,7 @@ for tool in memcheck racecheck initcheck; do
   $san --tool $tool $b/gemm --backend gpu --kernel warpgroup --m 129 --n 127 --k 1001 --scale-a 1e-38 --scale-b 1e30 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
     && echo "$tool warpgroup scaled 129x127x1001: clean" || { echo "$tool warpgroup scaled: FAILED"; tail -30 "$out/san.log"; status=1; }
 done
-for kernel in split_k tensor_core warpgroup; do
+for kernel in split_k small_tile tensor_core warpgroup; do
   for tool in memcheck racecheck initcheck; do
     $san --tool $tool $b/gemm --backend gpu --kernel $kernel --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
       && echo "$tool $kernel 129x127x1001: clean" || { echo "$tool $kernel 129x127x1001: FAILED"; tail -30 "$out/san.log"; status=1; }

@@ -127,7 +127,7 @@ impl Router {
         let outcome = engine.gemm(alpha, a, b, beta, c);
         if self.config.verbose {
             let kernel = match engine.gpu() {
-                Some(gpu) => gpu.chosen_for(c.layout, m, n, k).spec.name,
+                Some(gpu) => gpu.chosen_for(c.layout, 1, m, n, k).spec.name,
                 None => sgemm::cpu::kernel(None).map_or("cpu", |k| k.name),
             };
             let ms = started.elapsed().as_secs_f64() * 1e3;

@@ -538,8 +538,8 @@ fn time_gpu(
     let strict = gpu.clone().with_precision(sgemm::Precision::Strict);
     for kernel in kernels {
         let resolved = match kernel.as_str() {
-            "auto" => gpu.chosen_for(Layout::RowMajor, m, n, k),
-            "strict" => strict.chosen_for(Layout::RowMajor, m, n, k),
+            "auto" => gpu.chosen_for(Layout::RowMajor, batch, m, n, k),
+            "strict" => strict.chosen_for(Layout::RowMajor, batch, m, n, k),
             name => gpu.kernel(name)?,
         };
         let timing = measure(kernel, &|c| {

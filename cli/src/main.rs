@@ -304,7 +304,7 @@ fn time_gpu(
 ) -> Result<Row, Error> {
     let kernel = match kernel {
         Some(name) => gpu.kernel(name)?,
-        None => gpu.chosen_for(c0.layout, c0.rows, c0.cols, a.cols),
+        None => gpu.chosen_for(c0.layout, 1, c0.rows, c0.cols, a.cols),
     };
     let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
     time_device(gpu, kernel.spec.name, args, c0, check, &|c| {

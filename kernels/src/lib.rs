@@ -45,11 +45,13 @@ pub mod infra {
 }
 
 /// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
-/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range)
-/// `vector` (matrix-vector products) and `few_rows` (at most 8 rows of `C`), both f32 FMAs.
+/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range),
+/// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128), `vector`
+/// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all three f32 FMAs.
 pub mod production {
     pub mod few_rows;
     pub mod scaling;
+    pub mod small_tile;
     pub mod split_k;
     pub mod vector;
     pub mod warpgroup;
@@ -96,6 +98,7 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     ladder::double_buffering::SPEC,
     ladder::async_copy::SPEC,
     production::split_k::SPEC,
+    production::small_tile::SPEC,
     ladder::wide_tile::SPEC,
     ladder::pipelined::SPEC,
     ladder::tensor_core::SPEC,

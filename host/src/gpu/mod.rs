@@ -30,7 +30,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{few_rows, vector, warpgroup};
+use sgemm_kernels::production::{few_rows, small_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::batch::Strided;
@@ -143,6 +143,8 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
+    /// Index into `production` of [`SMALL_TILE_KERNEL`].
+    small_tile: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
     vector: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
@@ -171,6 +173,9 @@ pub const ACCURATE_KERNEL: &str = warpgroup::SPEC.name;
 /// [`ACCURATE_KERNEL`]: `f32` FMAs only, with `K` split across more blocks when the tiles
 /// alone do not fill the GPU.
 pub const STRICT_KERNEL: &str = split_k::SPEC.name;
+/// The kernel either policy runs instead of its tile kernel for products too small for that
+/// kernel's 128 x 128 tiles (see [`Gpu::chosen_for`]): `f32` FMAs on 64 x 64 tiles.
+pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 
 /// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: below
 /// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
@@ -246,13 +251,16 @@ impl Gpu {
             module_arch: images.arch,
             sass: is_sass,
         };
-        let position = |name| production.iter().position(|k| k.spec.name == name);
-        // `split_k` names no architecture, so every production module has it.
-        let strict = position(STRICT_KERNEL).ok_or_else(|| Error::UnknownKernel {
-            name: STRICT_KERNEL.into(),
-            backend: "gpu",
-            available: production.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
-        })?;
+        let position = |name: &str| production.iter().position(|k| k.spec.name == name);
+        // `split_k` and `small_tile` name no architecture, so every production module has them.
+        let required = |name: &str| {
+            position(name).ok_or_else(|| Error::UnknownKernel {
+                name: name.into(),
+                backend: "gpu",
+                available: production.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
+            })
+        };
+        let (strict, small_tile) = (required(STRICT_KERNEL)?, required(SMALL_TILE_KERNEL)?);
         let accurate = position(ACCURATE_KERNEL).unwrap_or(strict);
         let loaded = Loaded {
             stream,
@@ -261,6 +269,7 @@ impl Gpu {
             ladder: OnceLock::new(),
             accurate,
             strict,
+            small_tile,
             vector,
             few_rows,
             scale_c,
@@ -358,35 +367,55 @@ impl Gpu {
         }
     }
 
-    /// The kernel this handle's calls run for a `C` of `m x n` in `layout` and an inner
-    /// dimension `k`: the one chosen by name, else the precision policy's, by the shape of the
-    /// row-major product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
+    /// The kernel this handle's calls run for a batch of `batch` products, each a `C` of
+    /// `m x n` in `layout` with an inner dimension `k` (a single product is the batch of one):
+    /// the one chosen by name, else the precision policy's, by the shape of the row-major
+    /// product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
     /// - a matrix-vector product (one row or one column): the `vector` kernel (`f32` FMAs),
     ///   which spreads the reads a tile kernel would make in one row of each tile over the grid;
     /// - at most [`few_rows::FEW`] rows and `k <= 2 n`: the `few_rows` kernel (`f32` FMAs),
     ///   likewise (its grid is `n / 32` blocks, too few for a deep `k` over a narrow `n`);
-    /// - [`Precision::Accurate`]: [`ACCURATE_KERNEL`] where the device has it, except on a small
-    ///   inner dimension (`k <=` [`SMALL_K`]), where its pipeline has too few steps to pay for
-    ///   itself; [`STRICT_KERNEL`] otherwise;
-    /// - under [`Precision::Strict`], [`STRICT_KERNEL`].
+    /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
+    ///   device has it, except on a small inner dimension (`k <=` [`SMALL_K`]), where its
+    ///   pipeline has too few steps to pay for itself; [`STRICT_KERNEL`] otherwise and under
+    ///   [`Precision::Strict`];
+    /// - but [`SMALL_TILE_KERNEL`] (`f32` FMAs on 64 x 64 tiles) instead of that tile kernel
+    ///   when the larger tiles would compute at least twice the outputs `C` has (a side of at
+    ///   most 64), or when its blocks, counting the whole batch and the K slices split-K would
+    ///   add, fill less than half of the GPU's resident slots for it.
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
-    pub fn chosen_for(&self, layout: Layout, m: usize, n: usize, k: usize) -> &GpuKernel {
+    pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
         let (m, n) = row_major_shape(layout, m, n);
-        if self.kernel.is_none() {
-            let (vector, few_rows) = (&self.loaded.vector, &self.loaded.few_rows);
-            if vector.spec.shapes.fits(m, n) {
-                return vector;
-            }
-            if few_rows.spec.shapes.fits(m, n) && k <= 2 * n {
-                return few_rows;
-            }
+        if let Some(chosen) = self.kernel {
+            return self.get(chosen);
+        }
+        let loaded = &self.loaded;
+        if loaded.vector.spec.shapes.fits(m, n) {
+            return &loaded.vector;
+        }
+        if loaded.few_rows.spec.shapes.fits(m, n) && k <= 2 * n {
+            return &loaded.few_rows;
         }
         let policy = match self.precision {
-            Precision::Accurate if k > SMALL_K => self.loaded.accurate,
-            Precision::Accurate | Precision::Strict => self.loaded.strict,
+            Precision::Accurate if k > SMALL_K => loaded.accurate,
+            Precision::Accurate | Precision::Strict => loaded.strict,
         };
-        self.get(self.kernel.unwrap_or(Chosen::Production(policy)))
+        let tiled = &loaded.production[policy];
+        let small = &loaded.production[loaded.small_tile];
+        let padded = |spec: &KernelSpec| {
+            let (tm, tn) = (spec.tile.0 as usize, spec.tile.1 as usize);
+            m.next_multiple_of(tm) * n.next_multiple_of(tn)
+        };
+        let wasteful = padded(&tiled.spec) >= 2 * padded(&small.spec);
+        let slices = if batch == 1 && tiled.spec.splits_k { self.k_slices(&tiled.spec, m, n, k) } else { 1 };
+        let blocks = tiles(&tiled.spec, m, n).saturating_mul(batch).saturating_mul(slices);
+        if wasteful || 2 * blocks < self.slots(&tiled.spec) { small } else { tiled }
+    }
+
+    /// Resident blocks of `spec` the GPU holds at once (`SMs x blocks per SM`).
+    fn slots(&self, spec: &KernelSpec) -> usize {
+        self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
@@ -417,7 +446,7 @@ impl Gpu {
         c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
         let (a, c) = (a.into(), c.into());
-        self.enqueue(self.chosen_for(c.layout(), c.rows(), c.cols(), a.cols()), alpha, a, b, beta, c)?;
+        self.enqueue(self.chosen_for(c.layout(), 1, c.rows(), c.cols(), a.cols()), alpha, a, b, beta, c)?;
         self.synchronize()
     }
 
@@ -559,8 +588,8 @@ impl Gpu {
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
     /// [`MIN_SLICE_K`] deep.
     pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
-        let tiles = m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize);
-        let slots = self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize;
+        let tiles = tiles(spec, m, n);
+        let slots = self.slots(spec);
         if tiles >= slots {
             return 1;
         }
@@ -885,6 +914,11 @@ fn to_u32<const N: usize>(
 }
 
 /// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
+/// The tiles of `spec` covering an `m x n` `C`.
+fn tiles(spec: &KernelSpec, m: usize, n: usize) -> usize {
+    m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize)
+}
+
 fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
     let (x, y, _) = spec.grid(m, n);
     LaunchConfig {

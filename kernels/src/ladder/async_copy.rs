@@ -24,7 +24,7 @@
 //! [`warp_tile`](crate::ladder::warp_tile)), `C` written through shared memory.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
-use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
+use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, WARPS_N, smem_bytes};
 
 /// Tiles in flight or being computed.
 pub const STAGES: u32 = 4;
@@ -37,7 +37,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "flagship 128x128x8: cp.async global-to-shared copies, multi-stage pipeline",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: smem_bytes(STAGES * STAGE),
+    smem_bytes: smem_bytes(STAGES * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
     splits_k: false,
     vec4_only: false,
@@ -58,13 +58,13 @@ mod device_code {
     use crate::infra::ptx::{
         SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
     };
-    use crate::ladder::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WarpTile};
+    use crate::ladder::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WARPS_N, WarpTile};
 
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
-        let tile = WarpTile::<8>::of(tid);
+        let tile = WarpTile::<8, { WARPS_N as usize }>::of(tid);
 
         // Copies: A row a_row, columns a_k..a_k + 4; B row b_k, columns b_col..b_col + 4.
         let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);

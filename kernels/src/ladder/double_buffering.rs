@@ -30,7 +30,7 @@
 //! blocks per SM, `.minnctapersm 2`), no local memory.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
-use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, smem_bytes};
+use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, WARPS_N, smem_bytes};
 
 /// Launch configuration of [`sgemm_double_buffered`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -40,7 +40,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "flagship 128x128x8: warp tiles, double-buffered shared memory and registers",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: smem_bytes(2 * STAGE),
+    smem_bytes: smem_bytes(2 * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
     splits_k: false,
     vec4_only: false,
@@ -58,38 +58,43 @@ const _: () = assert!(
 pub(crate) mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::ladder::warp_tile::{BK, BN, WarpTile, a_ld, a_tile, bm, stage};
+    use crate::ladder::warp_tile::{BK, WARPS_N, WarpTile, a_ld, a_tile, bm, bn, stage, threads};
 
     /// One stage's worth of global data held in registers between its load and its store:
-    /// `LA` 4-vectors of `A` (rows 128 apart) and one of `B`.
+    /// `LA` 4-vectors of `A` (rows half a block's thread count apart) and one of `B`.
     struct Staged<const LA: usize> {
         a: [F32x4; LA],
         b: F32x4,
     }
 
-    /// The kernel's body on the `16 R x 128` warp-tiled geometry, each thread loading `LA =
-    /// R / 8` 4-vectors of `A` per tile; `R = 8` here and in [`split_k`](crate::production::split_k),
-    /// `R = 16` in [`wide_tile`](crate::ladder::wide_tile).
+    /// The kernel's body on the `16 R x 64 WN` warp-tiled geometry with `128 WN` threads,
+    /// each thread loading `LA = R / (4 WN)` 4-vectors of `A` and one of `B` per tile: `R = 8,
+    /// WN = 2` here and in [`split_k`](crate::production::split_k), `R = 16, WN = 2` in
+    /// [`wide_tile`](crate::ladder::wide_tile), `R = 4, WN = 1` in
+    /// [`small_tile`](crate::production::small_tile).
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
-    pub(crate) unsafe fn gemm<const VEC4: bool, const R: usize, const LA: usize>(
+    pub(crate) unsafe fn gemm<const VEC4: bool, const R: usize, const LA: usize, const WN: usize>(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
     ) {
-        const { assert!(LA * 8 == R, "256 threads load a 16 R x 8 tile of A as R / 8 vectors each") };
-        let (bm, a_ld, a_tile, stage) = (bm(R), a_ld(R), a_tile(R), stage(R));
+        const { assert!(LA * 4 * WN == R, "128 WN threads load a 16 R x 8 tile of A as LA vectors each") };
+        let (bm, bn, a_ld, a_tile, stage) = (bm(R), bn(WN), a_ld(R), a_tile(R), stage(R, WN));
+        // Rows of A between one thread's vectors: a tile row is 2 vectors, so the block's
+        // threads cover `threads / 2` rows per pass.
+        let a_pass = threads(WN) / 2;
         let tid = thread_x();
-        let (row0, col0) = (block_y() * bm, block_x() * BN);
-        let tile = WarpTile::<R>::of(tid);
+        let (row0, col0) = (block_y() * bm, block_x() * bn);
+        let tile = WarpTile::<R, WN>::of(tid);
 
-        // Global loads: A rows a_row + 128 i, columns a_k..a_k + 4; B row b_k, columns
+        // Global loads: A rows a_row + a_pass i, columns a_k..a_k + 4; B row b_k, columns
         // b_col..b_col + 4.
         let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
-        let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
-        let a_rows_ok: [bool; LA] = core::array::from_fn(|i| row0 + a_row + 128 * (i as u32) < m);
+        let (b_k, b_col) = (tid / (bn / 4), tid % (bn / 4) * 4);
+        let a_rows_ok: [bool; LA] = core::array::from_fn(|i| row0 + a_row + a_pass * (i as u32) < m);
         let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
-        let a_next_rows = 128 * lda as usize;
+        let a_next_rows = a_pass as usize * lda as usize;
         let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
         let b_step = BK as usize * ldb as usize;
 
@@ -115,14 +120,14 @@ pub(crate) mod device_code {
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
         let a_store = base.offset_bytes((a_k * a_ld + a_row) * 4);
-        let b_store = base.offset_bytes(a_tile + (b_k * BN + b_col) * 4);
+        let b_store = base.offset_bytes(a_tile + (b_k * bn + b_col) * 4);
         let store = |stage: u32, s: &Staged<LA>| {
             // SAFETY: 16-byte aligned slots of the stage not being read (see the module doc);
             // each slot has one writer.
             unsafe {
                 for (r, v) in s.a.iter().enumerate() {
                     for (i, &x) in v.0.iter().enumerate() {
-                        let at = stage + (i as u32 * a_ld + 128 * r as u32) * 4;
+                        let at = stage + (i as u32 * a_ld + a_pass * r as u32) * 4;
                         st_shared_f32(a_store.offset_bytes(at), x);
                     }
                 }
@@ -197,12 +202,12 @@ pub(crate) mod device_code {
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-        sgemm_double_buffered => gemm::<false, 8, 1>
+        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
-        sgemm_double_buffered_vec4 => gemm::<true, 8, 1>
+        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }>
     }
 }

@@ -1,9 +1,10 @@
 //! The warp-tiled thread layout of the flagship kernels (seed 000, section 5.2), shared by
-//! every kernel that computes a `16 R x 128` block tile with 256 threads, `R` accumulator rows
-//! per lane: `R = 8` for the 128 x 128 tiles, `R = 16` for the 256 x 128 tile of
-//! [`wide_tile`](crate::ladder::wide_tile).
+//! every kernel that computes a `16 R x 64 WN` block tile with `128 WN` threads, `R`
+//! accumulator rows per lane and `WN` warps across: `R = 8, WN = 2` for the 128 x 128 tiles,
+//! `R = 16, WN = 2` for the 256 x 128 tile of [`wide_tile`](crate::ladder::wide_tile), and
+//! `R = 4, WN = 1` for the 64 x 64 tile of [`small_tile`](crate::production::small_tile).
 //!
-//! The block's 8 warps each own a `4 R x 64` region of the tile (4 warps down, 2 across).
+//! The block's `4 WN` warps each own a `4 R x 64` region of the tile (4 warps down, `WN` across).
 //! Inside a warp the 32 lanes form a 4 x 8 grid, and each lane owns an `R x 8` block of
 //! accumulators made of `R / 4 x 2` blocks of 4 x 4: rows `r..r+4`, `r+16..r+20`, ... (every
 //! 16 rows), columns `c..c+4` and `c+32..c+36`. For one `k` a lane therefore reads `R / 4`
@@ -20,19 +21,27 @@
 pub const fn bm(r: usize) -> u32 {
     16 * r as u32
 }
+/// Columns of `C` per block with `wn` warps across.
+pub const fn bn(wn: usize) -> u32 {
+    WARP_N * wn as u32
+}
+/// Threads per block with `wn` warps across (4 warps down).
+pub const fn threads(wn: usize) -> u32 {
+    128 * wn as u32
+}
 /// Leading dimension of the transposed `A` tile (`A_tile[k][row]`), in floats: the 4 extra
 /// floats shift each `k` row by 4 banks.
 pub const fn a_ld(r: usize) -> u32 {
     bm(r) + 4
 }
-/// Bytes of the `A` tile, which the `B` tile (`B_tile[k][col]`, `BN` floats a row) follows in a
+/// Bytes of the `A` tile, which the `B` tile (`B_tile[k][col]`, [`bn`] floats a row) follows in a
 /// stage.
 pub const fn a_tile(r: usize) -> u32 {
     BK * a_ld(r) * 4
 }
 /// Bytes of one stage of shared memory (both tiles).
-pub const fn stage(r: usize) -> u32 {
-    a_tile(r) + BK * BN * 4
+pub const fn stage(r: usize, wn: usize) -> u32 {
+    a_tile(r) + BK * bn(wn) * 4
 }
 /// Rows of `C` per warp.
 pub const fn warp_m(r: usize) -> u32 {
@@ -42,27 +51,28 @@ pub const fn warp_m(r: usize) -> u32 {
 /// The 128 x 128 geometry (`R = 8`) of the first flagship kernels: rows and columns of `C` per
 /// block, the depth of a shared-memory tile along `K`, and the threads of a block.
 pub const BM: u32 = bm(8);
-pub const BN: u32 = 128;
+pub const BN: u32 = bn(WARPS_N as usize);
 pub const BK: u32 = 8;
-pub const THREADS: u32 = 256;
+pub const THREADS: u32 = threads(WARPS_N as usize);
 /// [`a_ld`], [`a_tile`] and [`stage`] of the 128 x 128 geometry.
 pub const A_LD: u32 = a_ld(8);
 pub const A_TILE: u32 = a_tile(8);
-pub const STAGE: u32 = stage(8);
+pub const STAGE: u32 = stage(8, WARPS_N as usize);
 
 /// Columns of `C` per warp.
 pub const WARP_N: u32 = 64;
-/// Warps across the block tile (along `N`).
+/// Warps across the 128 x 128 block tile (along `N`).
 pub const WARPS_N: u32 = 2;
 /// Row stride, in floats, of a warp's 16 x 32 staging area for `C`.
 pub const STAGE_LD: u32 = 36;
 /// Bytes of shared memory the epilogue needs per warp.
 pub const STAGE_BYTES: u32 = 16 * STAGE_LD * 4;
 
-/// The dynamic shared memory of a kernel whose main loop uses `main_loop` bytes: the epilogue
-/// stages `C` in the same memory afterwards (16 x 32 per warp), so the larger of the two.
-pub const fn smem_bytes(main_loop: u32) -> u32 {
-    let epilogue = (THREADS / 32) * STAGE_BYTES;
+/// The dynamic shared memory of a kernel with `wn` warps across whose main loop uses
+/// `main_loop` bytes: the epilogue stages `C` in the same memory afterwards (16 x 32 per warp),
+/// so the larger of the two.
+pub const fn smem_bytes(main_loop: u32, wn: usize) -> u32 {
+    let epilogue = (threads(wn) / 32) * STAGE_BYTES;
     if main_loop > epilogue { main_loop } else { epilogue }
 }
 
@@ -71,7 +81,7 @@ pub use device_code::*;
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{BN, STAGE_BYTES, STAGE_LD, WARP_N, WARPS_N, a_ld, a_tile, warp_m};
+    use super::{STAGE_BYTES, STAGE_LD, WARP_N, a_ld, a_tile, bn, warp_m};
     use crate::infra::device::{offset, update_c};
     use crate::infra::ptx::{
         F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp,
@@ -81,23 +91,25 @@ mod device_code {
     /// two values the main loop needs (everything else is derived from them in the epilogue,
     /// so no other index stays live across the loop and costs registers).
     #[derive(Clone, Copy)]
-    pub struct WarpTile<const R: usize> {
+    pub struct WarpTile<const R: usize, const WN: usize> {
         /// The block-tile row of the thread's first accumulator row (`+ 0..4`, `+ 16..20`, ...).
         pub row: u32,
         /// The block-tile column of its first accumulator column (`+ 0..4`, `+ 32..36`).
         pub col: u32,
     }
 
-    impl<const R: usize> WarpTile<R> {
+    impl<const R: usize, const WN: usize> WarpTile<R, WN> {
         const WARP_M: u32 = warp_m(R);
         const A_LD: u32 = a_ld(R);
         const A_TILE: u32 = a_tile(R);
+        const BN: u32 = bn(WN);
 
-        /// The layout for thread `tid` of a 256-thread block.
+        /// The layout for thread `tid` of a block of [`threads(WN)`](super::threads).
         #[inline(always)]
         pub fn of(tid: u32) -> Self {
             let (warp, lane) = (tid / 32, tid % 32);
-            let (warp_row, warp_col) = (warp / WARPS_N * Self::WARP_M, warp % WARPS_N * WARP_N);
+            let wn = WN as u32;
+            let (warp_row, warp_col) = (warp / wn * Self::WARP_M, warp % wn * WARP_N);
             // Lanes 0,1 are rows 0,1 of column 0; lanes 2,3 of column 1; ... lanes 16.. rows 2,3.
             let (lane_row, lane_col) = (lane / 16 * 2 + lane % 2, lane % 16 / 2);
             Self { row: warp_row + lane_row * 4, col: warp_col + lane_col * 4 }
@@ -154,7 +166,7 @@ mod device_code {
             unsafe {
                 (
                     self.a_fragment(stage.offset_bytes(p * Self::A_LD * 4)),
-                    self.b_fragment(stage.offset_bytes(Self::A_TILE + p * BN * 4)),
+                    self.b_fragment(stage.offset_bytes(Self::A_TILE + p * Self::BN * 4)),
                 )
             }
         }
@@ -165,7 +177,7 @@ mod device_code {
         /// `m x n` matrix are skipped; `C` is read only when `beta != 0`.
         ///
         /// # Safety
-        /// `staging` is this block's shared memory, at least `8 * STAGE_BYTES` bytes, that
+        /// `staging` is this block's shared memory, `STAGE_BYTES` per warp, that
         /// no thread reads or writes any more (call after a barrier that follows the last
         /// use of the tiles); `c` is a valid `m x n` matrix with leading dimension `ldc`.
         #[inline(always)]
@@ -182,7 +194,7 @@ mod device_code {
             ldc: u32,
         ) {
             let (warp_row, warp_col) = self.warp_origin();
-            let warp = warp_row / Self::WARP_M * WARPS_N + warp_col / WARP_N;
+            let warp = warp_row / Self::WARP_M * WN as u32 + warp_col / WARP_N;
             let (lane_row, lane_col) = ((self.row - warp_row) / 4, (self.col - warp_col) / 4);
             let lane = lane_row / 2 * 16 + lane_col * 2 + lane_row % 2;
             let stage = staging.offset_bytes(warp * STAGE_BYTES);

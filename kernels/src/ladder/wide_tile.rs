@@ -5,7 +5,7 @@
 //! thread loads two 4-vectors of `A` per tile (rows 128 apart) and one of `B`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
-use crate::ladder::warp_tile::{BK, BN, THREADS, bm, smem_bytes, stage};
+use crate::ladder::warp_tile::{BK, BN, THREADS, WARPS_N, bm, smem_bytes, stage};
 
 /// Accumulator rows per lane.
 const R: usize = 16;
@@ -18,7 +18,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "256x128x8 tile, 16x8 outputs per thread, one block per SM (cuBLAS's shape)",
     block: (THREADS, 1),
     tile: (bm(R), BN),
-    smem_bytes: smem_bytes(2 * stage(R)),
+    smem_bytes: smem_bytes(2 * stage(R, WARPS_N as usize), WARPS_N as usize),
     min_blocks_per_sm: 1,
     splits_k: false,
     vec4_only: false,
@@ -36,17 +36,18 @@ const _: () = assert!(
 mod device_code {
     use super::R;
     use crate::infra::device::*;
+    use crate::ladder::warp_tile::WARPS_N;
     use crate::ladder::double_buffering::device_code::gemm;
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, scalar global loads.
-        sgemm_wide_tile => gemm::<false, R, 2>
+        sgemm_wide_tile => gemm::<false, R, 2, { WARPS_N as usize }>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).
-        sgemm_wide_tile_vec4 => gemm::<true, R, 2>
+        sgemm_wide_tile_vec4 => gemm::<true, R, 2, { WARPS_N as usize }>
     }
 }

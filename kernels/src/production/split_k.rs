@@ -55,6 +55,7 @@ pub(crate) mod device_code {
     use super::{REDUCE, ReduceParams, reduce_entry};
     use crate::infra::device::*;
     use crate::ladder::double_buffering::device_code::gemm;
+    use crate::ladder::warp_tile::WARPS_N;
 
     /// One K slice of a split-K launch (the batch member `blockIdx.z`): `double_buffered`
     /// into that slice's partial of the workspace.
@@ -64,7 +65,7 @@ pub(crate) mod device_code {
     #[inline(always)]
     unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
         // SAFETY: the caller's contract.
-        unsafe { gemm::<VEC4, 8, 1>(args) }
+        unsafe { gemm::<VEC4, 8, 1, { WARPS_N as usize }>(args) }
     }
 
     gemm_entry! { production:
