@@ -1,6 +1,6 @@
 /* Checks libsgemm_blas from C: cblas_sgemm and sgemm_ against a double-precision loop on odd
  * shapes, both layouts and every transpose pair, with padded leading dimensions whose padding
- * must survive; the error exits with their reference numbers and C untouched (through this
+ * must survive; cblas_sgemm_batch_strided likewise, member by member, gaps left alone; the error exits with their reference numbers and C untouched (through this
  * program's own cblas_xerbla and xerbla_, which must take the library's place); and calls
  * from several threads at once. Exit code 0 when everything holds. */
 #include <math.h>
@@ -95,6 +95,68 @@ static void bad_fortran(int want, char ta, char tb, int m, int n, int k, int lda
   for (int i = 0; i < 64; i++) CHECK(c[i] == (float)i, "C written on an error exit");
 }
 
+/* A strided batch through cblas_sgemm_batch_strided: every member against the double loop, the
+ * gaps between members of C (and C's padding) untouched; A broadcast (stride 0) when `bcast`. */
+static void batch(int row_major, int ta, int tb, int m, int n, int k, int count, int bcast) {
+  unsigned s = 11u * m + 5u * n + 3u * k + (unsigned)count;
+  int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int lda = (row_major ? ac : ar) + 1, ldb = (row_major ? bc : br) + 2, ldc = (row_major ? n : m) + 3;
+  int asize = lda * (row_major ? ar : ac), bsize = ldb * (row_major ? br : bc), csize = ldc * (row_major ? m : n);
+  int sa = bcast ? 0 : asize + 5, sb = bsize + 1, sc = csize + 7;
+  size_t alen = (size_t)sa * (count - 1) + asize, blen = (size_t)sb * (count - 1) + bsize;
+  size_t clen = (size_t)sc * (count - 1) + csize;
+  float *a = malloc(alen * 4), *b = malloc(blen * 4), *c = malloc(clen * 4), *c0 = malloc(clen * 4);
+  for (size_t i = 0; i < alen; i++) a[i] = rnd(&s);
+  for (size_t i = 0; i < blen; i++) b[i] = rnd(&s);
+  for (size_t i = 0; i < clen; i++) c0[i] = c[i] = rnd(&s);
+  float alpha = -1.25f, beta = 0.5f;
+  last_cblas = -1;
+  cblas_sgemm_batch_strided(row_major ? CblasRowMajor : CblasColMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                            sc, count);
+  CHECK(last_cblas == -1, "a valid batch reported error %d", last_cblas);
+  double worst = 0;
+  for (int z = 0; z < count; z++) {
+    const float *az = a + (size_t)sa * z, *bz = b + (size_t)sb * z;
+    float *cz = c + (size_t)sc * z, *c0z = c0 + (size_t)sc * z;
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) {
+        double sum = 0, mag = 0;
+        for (int p = 0; p < k; p++) {
+          double x = (double)az[ta ? at(row_major, lda, p, i) : at(row_major, lda, i, p)] *
+                     (double)bz[tb ? at(row_major, ldb, j, p) : at(row_major, ldb, p, j)];
+          sum += x; mag += fabs(x);
+        }
+        double old = (double)c0z[at(row_major, ldc, i, j)];
+        double err = fabs(cz[at(row_major, ldc, i, j)] - (alpha * sum + beta * old));
+        double scale = fabs(alpha) * mag + fabs(beta * old);
+        err /= scale > 0 ? scale : 1;
+        if (err > worst) worst = err;
+      }
+    /* Everything of C outside the member's m x n block: its padding and the gap after it. */
+    for (int x = 0; x < sc && (size_t)sc * z + x < clen; x++) {
+      int outer = x / ldc, inner = x % ldc;
+      int inside = outer < (row_major ? m : n) && inner < (row_major ? n : m);
+      if (!inside) CHECK(cz[x] == c0z[x], "batch member %d: element %d outside its C written", z, x);
+    }
+  }
+  CHECK(worst <= 16 * 1.1920929e-7, "cblas_sgemm_batch_strided %s %c%c %d*%dx%dx%d%s: error %.3g",
+        row_major ? "row" : "col", ta ? 'T' : 'N', tb ? 'T' : 'N', count, m, n, k, bcast ? " (A broadcast)" : "", worst);
+  free(a); free(b); free(c); free(c0);
+}
+
+/* A bad batch must report `want` (cblas_sgemm_batch_strided's numbering) and leave C alone. */
+static void bad_batch(int want, int m, int n, int k, int lda, int sa, int ldb, int sb, int ldc, int sc, int count) {
+  float a[64] = {0}, b[64] = {0}, c[64];
+  for (int i = 0; i < 64; i++) c[i] = (float)i;
+  last_cblas = -1;
+  cblas_sgemm_batch_strided(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, 0.0f,
+                            c, ldc, sc, count);
+  CHECK(last_cblas == want && strcmp(last_routine, "cblas_sgemm_batch_strided") == 0,
+        "batch error: want %d, got %d (%s)", want, last_cblas, last_routine);
+  for (int i = 0; i < 64; i++) CHECK(c[i] == (float)i, "C written on a batch error exit");
+}
+
 static void *worker(void *arg) {
   int id = (int)(size_t)arg;
   for (int r = 0; r < 4; r++) one(id % 2, id % 3 == 0, r % 2, 37 + id, 29 + r, 41, 0);
@@ -134,6 +196,30 @@ int main(void) {
   bad_fortran(8, 'N', 'N', 4, 2, 2, 3, 2, 4);
   bad_fortran(10, 'N', 'N', 2, 2, 4, 2, 3, 2);
   bad_fortran(13, 'N', 'N', 4, 2, 2, 4, 2, 3);
+
+  /* Strided batches: both layouts, every transpose pair, odd shapes, A broadcast. */
+  int batches[][4] = {{3, 5, 7, 4}, {17, 9, 33, 3}, {64, 64, 64, 5}, {1, 40, 9, 2}, {33, 1, 17, 6}};
+  for (size_t s = 0; s < sizeof batches / sizeof batches[0]; s++)
+    for (int row = 0; row < 2; row++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+          batch(row, ta, tb, batches[s][0], batches[s][1], batches[s][2], batches[s][3], (ta + tb + row) % 2);
+  /* Its error exits: the single product's checks at their places in this argument list, then the
+   * strides and the count; a stride of C that makes members share an element is stridec's. */
+  bad_batch(4, -1, 2, 2, 2, 4, 2, 4, 2, 4, 2);
+  bad_batch(9, 4, 2, 2, 3, 8, 2, 4, 4, 8, 2);
+  bad_batch(12, 2, 2, 4, 2, 8, 3, 8, 2, 4, 2);
+  bad_batch(16, 4, 2, 2, 4, 8, 2, 4, 3, 8, 2);
+  bad_batch(10, 2, 2, 2, 2, -1, 2, 4, 2, 4, 2);
+  bad_batch(13, 2, 2, 2, 2, 4, 2, -4, 2, 4, 2);
+  bad_batch(17, 2, 2, 2, 2, 4, 2, 4, 2, -4, 2);
+  bad_batch(18, 2, 2, 2, 2, 4, 2, 4, 2, 4, -1);
+  bad_batch(17, 2, 2, 2, 2, 4, 2, 4, 2, 3, 2); /* member 1 of C starts inside member 0 */
+  bad_batch(17, 2, 2, 2, 2, 4, 2, 4, 2, 0, 2);
+  last_cblas = -1;
+  cblas_sgemm_batch_strided(CblasColMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, NULL, 2, 4, NULL, 2, 4, 0.0f,
+                            NULL, 2, 4, 0);
+  CHECK(last_cblas == -1, "an empty batch reported error %d", last_cblas);
 
   /* alpha == 0: A and B are not read (null here); beta == 0: C is overwritten, NaN ignored. */
   float c[6] = {NAN, NAN, NAN, NAN, NAN, NAN};

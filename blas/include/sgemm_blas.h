@@ -25,6 +25,16 @@ void cblas_sgemm(CBLAS_LAYOUT layout, enum CBLAS_TRANSPOSE transa, enum CBLAS_TR
                  int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);
 
+/* MKL's strided batch: C_i = alpha * op(A_i) * op(B_i) + beta * C_i for i < batch_size, member i
+ * of each operand i * stride elements after its pointer (stride 0: the same A or B for every
+ * product). A bad argument is reported through cblas_xerbla with this routine's numbering
+ * (layout 1, lda 9, stridea 10, ldb 12, strideb 13, ldc 16, stridec 17, batch_size 18); a
+ * stridec that makes members of C share an element is reported as 17. */
+void cblas_sgemm_batch_strided(CBLAS_LAYOUT layout, enum CBLAS_TRANSPOSE transa, enum CBLAS_TRANSPOSE transb,
+                               int m, int n, int k, float alpha, const float *a, int lda, int stridea,
+                               const float *b, int ldb, int strideb, float beta, float *c, int ldc,
+                               int stridec, int batch_size);
+
 /* The Fortran SGEMM (every argument by reference, column-major); also exported as sgemm and
  * SGEMM. A bad argument is reported through xerbla_ with the reference numbering (1 ... 13). */
 void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,

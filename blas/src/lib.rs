@@ -1,11 +1,12 @@
-//! SGEMM as a BLAS drop-in: the reference BLAS's `sgemm_` (Fortran) and CBLAS's `cblas_sgemm`
-//! (C), exported from a shared library (`libsgemm_blas.so`) and a static one
+//! SGEMM as a BLAS drop-in: the reference BLAS's `sgemm_` (Fortran), CBLAS's `cblas_sgemm`
+//! (C) and MKL's strided batch `cblas_sgemm_batch_strided`, exported from a shared library (`libsgemm_blas.so`) and a static one
 //! (`libsgemm_blas.a`), computed by the `sgemm` crate on the GPU or the CPU.
 //!
 //! Link it (`-lsgemm_blas`) or put it in front of the system BLAS (`LD_PRELOAD`): then a
 //! program's SGEMM calls come here and every other BLAS routine still comes from the system
 //! library. The C declarations are in `include/sgemm_blas.h`. The library exports `sgemm_`
-//! (with the aliases `sgemm` and `SGEMM`) and `cblas_sgemm`, nothing else.
+//! (with the aliases `sgemm` and `SGEMM`), `cblas_sgemm`, their 64-bit-integer forms and
+//! `cblas_sgemm_batch_strided`, nothing else.
 //!
 //! Semantics are the reference implementations', end to end:
 //! - the arguments are checked in the reference order, and a bad one is reported through the
@@ -31,7 +32,7 @@ pub mod xerbla;
 use std::ffi::{c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use sgemm::{MatMut, MatRef};
+use sgemm::{MatMut, MatRef, Strided};
 
 use crate::args::{CBLAS_COL_MAJOR, CBLAS_ROW_MAJOR, Checked, cblas_position, cblas_trans, check};
 use crate::routing::Router;
@@ -48,70 +49,80 @@ fn guarded(routine: &str, f: impl FnOnce()) {
     }
 }
 
-/// The column-major GEMM `call` on raw pointers, after its checks: builds views of exactly the
-/// spans the shapes cover and runs it.
+/// The column-major GEMM `call` on raw pointers, after its checks, for `batch` products whose
+/// matrices lie `stride` elements apart in each operand (a single product is the batch of one):
+/// builds views of exactly the spans the shapes cover and runs it. Fails only when members of
+/// `C` overlap, with `C` untouched.
 ///
 /// # Safety
 /// The pointers hold the matrices `call` describes (column-major, with its leading
-/// dimensions), as BLAS requires; `A` and `B` are not touched when `alpha == 0` or `k == 0`,
-/// `C` not at all on a quick return.
+/// dimensions), every member of the batch, as BLAS requires; `A` and `B` are not touched when
+/// `alpha == 0` or `k == 0`, `C` not at all on a quick return.
+#[allow(clippy::too_many_arguments)]
 unsafe fn run(
     routine: &str,
     call: Checked,
+    batch: usize,
     alpha: f32,
-    a: *const f32,
-    b: *const f32,
+    (a, a_stride): (*const f32, usize),
+    (b, b_stride): (*const f32, usize),
     beta: f32,
-    c: *mut f32,
-) {
+    (c, c_stride): (*mut f32, usize),
+) -> Result<(), sgemm::Error> {
     let Checked { trans_a, trans_b, m, n, k, lda, ldb, ldc } = call;
-    if m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
-        return;
+    if batch == 0 || m == 0 || n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0) {
+        return Ok(());
     }
     if c.is_null() {
         eprintln!("sgemm: {routine}: C is a null pointer");
-        return;
+        return Ok(());
     }
-    // The spans of the three matrices; one past what an address space holds cannot describe
-    // memory the caller has (only 64-bit integers can say it), and is refused.
-    let span = |ld: usize, rows: usize, cols: usize| -> Option<usize> {
-        ld.checked_mul(cols - 1)?.checked_add(rows).filter(|&len| len <= isize::MAX as usize / 4)
+    // The spans of the three operands, every member; one past what an address space holds
+    // cannot describe memory the caller has (only 64-bit integers can say it), and is refused.
+    let span = |ld: usize, rows: usize, cols: usize, stride: usize| -> Option<usize> {
+        let member = ld.checked_mul(cols - 1)?.checked_add(rows)?;
+        stride.checked_mul(batch - 1)?.checked_add(member).filter(|&len| len <= isize::MAX as usize / 4)
     };
     let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
     let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
     let product = alpha != 0.0 && k > 0;
     let spans = (
-        span(ldc, m, n),
-        if product { span(lda, a_rows, a_cols).zip(span(ldb, b_rows, b_cols)) } else { Some((0, 0)) },
+        span(ldc, m, n, c_stride),
+        if product {
+            span(lda, a_rows, a_cols, a_stride).zip(span(ldb, b_rows, b_cols, b_stride))
+        } else {
+            Some((0, 0))
+        },
     );
     let (Some(c_len), Some((a_len, b_len))) = spans else {
         eprintln!("sgemm: {routine}: the matrices span more memory than an address space holds");
-        return;
+        return Ok(());
     };
-    // SAFETY: the caller's C holds its ldc x (n - 1) + m elements (ldc >= m was checked).
+    // SAFETY: the caller's C holds every member's ldc x (n - 1) + m elements (ldc >= m was
+    // checked), the last one c_stride x (batch - 1) elements on.
     let c_data = unsafe { std::slice::from_raw_parts_mut(c, c_len) };
-    let mut c = MatMut::col_major(c_data, m, n, ldc);
+    let mut c = Strided::new(MatMut::col_major(c_data, m, n, ldc), c_stride);
     if !product {
         // The product is zero: `A` and `B` are not read (they may be null), so they are passed
         // as `m x 0` and `0 x n`, which is the same GEMM.
         let (a, b) = (MatRef::col_major(&[], m, 0, m), MatRef::col_major(&[], 0, n, 1));
-        Router::get().gemm(routine, alpha, &a, &b, beta, &mut c);
-        return;
+        let (a, b) = (Strided::new(a, 0), Strided::new(b, 0));
+        return Router::get().gemm_strided(routine, batch, alpha, &a, &b, beta, &mut c);
     }
     if a.is_null() || b.is_null() {
         eprintln!("sgemm: {routine}: A or B is a null pointer");
-        return;
+        return Ok(());
     }
     // A is stored m x k (k x m when transposed), B k x n (n x k), column-major.
     // SAFETY: the caller's A and B hold their stored matrices with the checked leading
-    // dimensions; the spans are exactly those elements.
+    // dimensions, every member; the spans are exactly those elements.
     let (a_data, b_data) =
         unsafe { (std::slice::from_raw_parts(a, a_len), std::slice::from_raw_parts(b, b_len)) };
     let a = MatRef::col_major(a_data, a_rows, a_cols, lda);
     let b = MatRef::col_major(b_data, b_rows, b_cols, ldb);
-    let a = if trans_a { a.t() } else { a };
-    let b = if trans_b { b.t() } else { b };
-    Router::get().gemm(routine, alpha, &a, &b, beta, &mut c);
+    let a = Strided::new(if trans_a { a.t() } else { a }, a_stride);
+    let b = Strided::new(if trans_b { b.t() } else { b }, b_stride);
+    Router::get().gemm_strided(routine, batch, alpha, &a, &b, beta, &mut c)
 }
 
 /// The reference `SGEMM` on Fortran arguments (all by reference) whose integers are `I`.
@@ -141,7 +152,10 @@ unsafe fn fortran_sgemm<I: Copy + Into<i64>>(
         let [m, n, k, lda, ldb, ldc] = [m, n, k, lda, ldb, ldc].map(|x| unsafe { (*x).into() });
         match check(transa, transb, m, n, k, lda, ldb, ldc) {
             // SAFETY: the caller's contract.
-            Ok(call) => unsafe { run(routine, call, alpha, a, b, beta, c) },
+            Ok(call) => {
+                // A single product: no members to overlap, so it does not fail.
+                let _ = unsafe { run(routine, call, 1, alpha, (a, 0), (b, 0), beta, (c, 0)) };
+            }
             Err(info) => xerbla::fortran(info),
         }
     })
@@ -173,23 +187,27 @@ unsafe fn cblas<I: Into<i64>>(
         let row_major = match layout {
             CBLAS_ROW_MAJOR => true,
             CBLAS_COL_MAJOR => false,
-            _ => return xerbla::cblas(1),
+            _ => return xerbla::cblas(c"cblas_sgemm", 1),
         };
-        let Some(ta) = cblas_trans(transa) else { return xerbla::cblas(2) };
-        let Some(tb) = cblas_trans(transb) else { return xerbla::cblas(3) };
+        let Some(ta) = cblas_trans(transa) else { return xerbla::cblas(c"cblas_sgemm", 2) };
+        let Some(tb) = cblas_trans(transb) else { return xerbla::cblas(c"cblas_sgemm", 3) };
         let [m, n, k, lda, ldb, ldc] = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
         let checked = if row_major {
             check(tb, ta, n, m, k, ldb, lda, ldc)
         } else {
             check(ta, tb, m, n, k, lda, ldb, ldc)
         };
-        match checked {
-            // SAFETY: the caller's contract; row-major, the operands swap as views of the same
-            // memory.
-            Ok(call) if row_major => unsafe { run(routine, call, alpha, b, a, beta, c) },
-            Ok(call) => unsafe { run(routine, call, alpha, a, b, beta, c) },
-            Err(info) => xerbla::cblas(cblas_position(row_major, info)),
-        }
+        let call = match checked {
+            Ok(call) => call,
+            Err(info) => return xerbla::cblas(c"cblas_sgemm", cblas_position(row_major, info)),
+        };
+        // SAFETY: the caller's contract; row-major, the operands swap as views of the same
+        // memory. A single product has no members to overlap, so it does not fail.
+        let _ = if row_major {
+            unsafe { run(routine, call, 1, alpha, (b, 0), (a, 0), beta, (c, 0)) }
+        } else {
+            unsafe { run(routine, call, 1, alpha, (a, 0), (b, 0), beta, (c, 0)) }
+        };
     })
 }
 
@@ -298,4 +316,86 @@ cblas_entry! {
     /// [`cblas_sgemm64_`] under the name the PyPI wheels of numpy and SciPy call (see
     /// [`scipy_sgemm_64_`]): `LD_PRELOAD` then reaches a pip-installed numpy too.
     scipy_cblas_sgemm64_, i64
+}
+
+/// MKL's `cblas_sgemm_batch_strided`, 32-bit integers: `C_i = alpha * op(A_i) * op(B_i) + beta
+/// * C_i` for `i < batch_size`, member `i` of each operand `i * stride` elements after the
+/// pointer (a stride of 0 gives every product the same `A` or `B`). Each product is checked and
+/// computed as [`cblas_sgemm`] would; a bad argument is reported through `cblas_xerbla` with
+/// this routine's numbering (the layout 1, `lda` 9, `stridea` 10, `ldb` 12, `strideb` 13, `ldc`
+/// 16, `stridec` 17, `batch_size` 18): a negative count or stride, or a `stridec` that makes
+/// members of `C` share an element (17). `batch_size == 0` returns at once.
+///
+/// # Safety
+/// `A`, `B` and `C` hold every member of their batch in `layout` (`A` and `B` may be anything
+/// when `alpha == 0` or `k == 0`).
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cblas_sgemm_batch_strided(
+    layout: c_int,
+    transa: c_int,
+    transb: c_int,
+    m: c_int,
+    n: c_int,
+    k: c_int,
+    alpha: f32,
+    a: *const f32,
+    lda: c_int,
+    stridea: c_int,
+    b: *const f32,
+    ldb: c_int,
+    strideb: c_int,
+    beta: f32,
+    c: *mut f32,
+    ldc: c_int,
+    stridec: c_int,
+    batch_size: c_int,
+) {
+    let routine = "cblas_sgemm_batch_strided";
+    let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position);
+    guarded(routine, || {
+        let row_major = match layout {
+            CBLAS_ROW_MAJOR => true,
+            CBLAS_COL_MAJOR => false,
+            _ => return report(1),
+        };
+        let Some(ta) = cblas_trans(transa) else { return report(2) };
+        let Some(tb) = cblas_trans(transb) else { return report(3) };
+        let [m, n, k, lda, ldb, ldc] = [m, n, k, lda, ldb, ldc].map(i64::from);
+        let checked = if row_major {
+            check(tb, ta, n, m, k, ldb, lda, ldc)
+        } else {
+            check(ta, tb, m, n, k, lda, ldb, ldc)
+        };
+        let call = match checked {
+            Ok(call) => call,
+            Err(info) => return report(batch_position(cblas_position(row_major, info))),
+        };
+        let count = |x: c_int, position| usize::try_from(x).map_err(|_| position);
+        let counts = (count(stridea, 10), count(strideb, 13), count(stridec, 17), count(batch_size, 18));
+        let (sa, sb, sc, batch) = match counts {
+            (Ok(sa), Ok(sb), Ok(sc), Ok(batch)) => (sa, sb, sc, batch),
+            (Err(p), ..) | (_, Err(p), ..) | (_, _, Err(p), _) | (.., Err(p)) => return report(p),
+        };
+        // SAFETY: the caller's contract; row-major, the operands swap as views of the same
+        // memory.
+        let outcome = if row_major {
+            unsafe { run(routine, call, batch, alpha, (b, sb), (a, sa), beta, (c, sc)) }
+        } else {
+            unsafe { run(routine, call, batch, alpha, (a, sa), (b, sb), beta, (c, sc)) }
+        };
+        if outcome.is_err() {
+            report(17);
+        }
+    })
+}
+
+/// The position in `cblas_sgemm_batch_strided`'s argument list of the `cblas_sgemm` argument at
+/// `position`: the same up to `lda` (9), then each later one moved on by the strides before it.
+fn batch_position(position: i32) -> i32 {
+    match position {
+        11 => 12, // ldb
+        14 => 16, // ldc
+        p => p,
+    }
 }

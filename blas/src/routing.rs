@@ -22,7 +22,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use sgemm::{Backend, Engine, MatMut, MatRef, Precision};
+use sgemm::{Backend, Engine, MatMut, MatRef, Precision, Strided};
 
 /// The settings read from the environment.
 #[derive(Debug)]
@@ -107,9 +107,9 @@ impl Router {
             .as_ref()
     }
 
-    /// The engine for an `m x n x k` product.
-    fn engine(&self, m: usize, n: usize, k: usize) -> &Engine {
-        let work = m as f64 * n as f64 * k as f64;
+    /// The engine for `batch` products of `m x n x k` (the work of the whole batch decides).
+    fn engine(&self, batch: usize, m: usize, n: usize, k: usize) -> &Engine {
+        let work = batch as f64 * m as f64 * n as f64 * k as f64;
         let on_gpu = match self.config.backend {
             Backend::Cpu => false,
             Backend::Gpu => true,
@@ -121,27 +121,53 @@ impl Router {
     /// `C = alpha * op(A) * op(B) + beta * C` on the engine the shape calls for; with
     /// `SGEMM_VERBOSE` the call is reported as `routine`.
     pub fn gemm(&self, routine: &str, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
-        let (m, n, k) = (c.rows, c.cols, a.cols);
-        let engine = self.engine(m, n, k);
+        let (a, b) = (Strided::new(*a, 0), Strided::new(*b, 0));
+        let mut c = Strided::new(c.rb_mut(), 0);
+        // A single product has no batch to be wrong about: this cannot fail.
+        let _ = self.gemm_strided(routine, 1, alpha, &a, &b, beta, &mut c);
+    }
+
+    /// [`gemm`](Self::gemm) for a strided batch of `batch` products. Fails only on a batch
+    /// whose members of `C` overlap ([`sgemm::Error::OverlappingOutputs`]), with `C` untouched:
+    /// a device failure is reported and the CPU computes the call instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_strided(
+        &self,
+        routine: &str,
+        batch: usize,
+        alpha: f32,
+        a: &Strided<MatRef>,
+        b: &Strided<MatRef>,
+        beta: f32,
+        c: &mut Strided<MatMut>,
+    ) -> Result<(), sgemm::Error> {
+        let (m, n, k) = (c.matrix.rows, c.matrix.cols, a.matrix.cols);
+        let shape = if batch == 1 { format!("{m}x{n}x{k}") } else { format!("{batch}*{m}x{n}x{k}") };
+        let engine = self.engine(batch, m, n, k);
         let started = Instant::now();
-        let outcome = engine.gemm(alpha, a, b, beta, c);
+        let outcome = engine.gemm_strided(batch, alpha, a, b, beta, c);
         if self.config.verbose {
             let kernel = match engine.gpu() {
-                Some(gpu) => gpu.chosen_for(c.layout, 1, m, n, k).spec.name,
+                Some(gpu) => gpu.chosen_for(c.matrix.layout, batch, m, n, k).spec.name,
                 None => sgemm::cpu::kernel(None).map_or("cpu", |k| k.name),
             };
             let ms = started.elapsed().as_secs_f64() * 1e3;
-            eprintln!("sgemm: {routine} {m}x{n}x{k} on {} ({kernel}), {ms:.3} ms", engine.backend_name());
+            eprintln!("sgemm: {routine} {shape} on {} ({kernel}), {ms:.3} ms", engine.backend_name());
         }
-        if let Err(e) = outcome {
-            // The arguments were checked as BLAS checks them, so what is left is a device
-            // failure (out of memory, say), which happens before C is copied back: the CPU
-            // computes the call instead.
-            eprintln!("sgemm: {routine} {m}x{n}x{k} failed on the {}: {e}", engine.backend_name());
-            if engine.gpu().is_some()
-                && let Err(e) = self.cpu.gemm(alpha, a, b, beta, c)
-            {
-                eprintln!("sgemm: {routine} {m}x{n}x{k} failed on the cpu: {e}");
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e @ sgemm::Error::OverlappingOutputs { .. }) => Err(e),
+            Err(e) => {
+                // The arguments were checked as BLAS checks them, so what is left is a device
+                // failure (out of memory, say), which happens before C is copied back: the CPU
+                // computes the call instead.
+                eprintln!("sgemm: {routine} {shape} failed on the {}: {e}", engine.backend_name());
+                if engine.gpu().is_some()
+                    && let Err(e) = self.cpu.gemm_strided(batch, alpha, a, b, beta, c)
+                {
+                    eprintln!("sgemm: {routine} {shape} failed on the cpu: {e}");
+                }
+                Ok(())
             }
         }
     }

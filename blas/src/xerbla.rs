@@ -9,7 +9,7 @@
 //! must never end its caller on bad input). Preloaded, the library thus replaces SGEMM and
 //! nothing else: the system BLAS's own routines keep their own handler.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 /// Fortran's `XERBLA(SRNAME, INFO)`: the name's hidden length comes last (gfortran passes it as
 /// `size_t`).
@@ -75,16 +75,16 @@ pub fn fortran(info: i32) {
     }
 }
 
-/// Reports `cblas_sgemm`'s bad argument at `position` through the process's `cblas_xerbla`,
-/// else prints it.
-pub fn cblas(position: i32) {
+/// Reports the bad argument at `position` of the CBLAS routine `routine` (`c"cblas_sgemm"`)
+/// through the process's `cblas_xerbla`, else prints it.
+pub fn cblas(routine: &CStr, position: i32) {
     match handler(1) {
         Some(address) => {
             // SAFETY: `cblas_xerbla` has the reference CBLAS interface; the format has no
             // conversions, so no variadic argument is read.
             let xerbla: CblasXerbla = unsafe { std::mem::transmute(address) };
-            unsafe { xerbla(position, c"cblas_sgemm".as_ptr(), c"".as_ptr()) };
+            unsafe { xerbla(position, routine.as_ptr(), c"".as_ptr()) };
         }
-        None => eprintln!("Parameter {position} to routine cblas_sgemm was incorrect"),
+        None => eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy()),
     }
 }

@@ -139,7 +139,8 @@ impl Gpu {
         beta: f32,
         c: Strided<DeviceMatMut>,
     ) -> Result<()> {
-        let kernel = self.chosen_for(c.matrix.layout(), batch, c.matrix.rows(), c.matrix.cols(), a.matrix.cols());
+        let kernel =
+            self.chosen_for(c.matrix.layout(), batch, c.matrix.rows(), c.matrix.cols(), a.matrix.cols());
         self.enqueue_strided(kernel, batch, alpha, a, b, beta, c)?;
         self.synchronize()
     }

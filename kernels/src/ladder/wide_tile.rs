@@ -36,8 +36,8 @@ const _: () = assert!(
 mod device_code {
     use super::R;
     use crate::infra::device::*;
-    use crate::ladder::warp_tile::WARPS_N;
     use crate::ladder::double_buffering::device_code::gemm;
+    use crate::ladder::warp_tile::WARPS_N;
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, scalar global loads.
