@@ -10,20 +10,20 @@
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 
-use cudarc::driver::CudaSlice;
-use sgemm::{DeviceMatrix, Error, Gpu, Layout, Result};
+use cudarc::driver::{CudaSlice, CudaView};
+use sgemm::{DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, Result};
 
 /// An operand as cuBLAS sees it.
 #[derive(Clone, Copy)]
-struct View<'a> {
-    buf: &'a CudaSlice<f32>,
+struct View<'a, 'b> {
+    buf: &'a CudaView<'b, f32>,
     cols: usize,
     ld: usize,
     layout: Layout,
 }
 
-impl<'a> View<'a> {
-    fn of(m: &'a DeviceMatrix) -> Self {
+impl<'a, 'b> View<'a, 'b> {
+    fn of(m: &'a DeviceMatRef<'b>) -> Self {
         Self { buf: m.buffer(), cols: m.cols(), ld: m.ld(), layout: m.layout() }
     }
 
@@ -52,19 +52,20 @@ impl Cublas {
     /// [`Gpu::enqueue`]. cuBLAS reads column-major matrices: a row-major operand is passed as
     /// the transpose (`CUBLAS_OP_T`) of the column-major matrix its memory is, and a row-major
     /// `C` is computed as the column-major `C^T = op(B)^T op(A)^T`.
-    pub fn enqueue(
+    pub fn enqueue<'a, 'b, 'c>(
         &self,
         alpha: f32,
-        a: &DeviceMatrix,
-        b: &DeviceMatrix,
+        a: impl Into<DeviceMatRef<'a>>,
+        b: impl Into<DeviceMatRef<'b>>,
         beta: f32,
-        c: &mut DeviceMatrix,
+        c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
         if a.rows() != c.rows() || b.cols() != c.cols() || a.cols() != b.rows() {
             return Err(Error::DimensionMismatch("the operands of the cuBLAS call do not chain".into()));
         }
         let (a_rows, b_rows) = (a.rows(), b.rows());
-        let (a, b) = (View::of(a), View::of(b));
+        let (a, b) = (View::of(&a), View::of(&b));
         let (a, b, m, n) = match c.layout() {
             Layout::ColMajor => (a, b, c.rows(), c.cols()),
             Layout::RowMajor => (b.t(b_rows), a.t(a_rows), c.cols(), c.rows()),

@@ -17,7 +17,10 @@ mod timing;
 use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sgemm::{Backend, DeviceMatrix, Engine, Error, Gpu, Layout, MatMut, MatRef, Precision};
+use sgemm::{
+    Backend, DeviceMatMut, DeviceMatRef, DeviceMatrix, Engine, Error, Gpu, Layout, MatMut, MatRef, Precision,
+    Strided,
+};
 use sgemm_check::{reference, suite as check};
 
 #[derive(Parser)]
@@ -107,9 +110,43 @@ struct RunArgs {
     /// CPU threads (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Also time cuBLAS SGEMM (FP32, no TF32) on the same buffers (GPU, feature `cublas`).
+    /// Also time cuBLAS SGEMM (FP32, no TF32) on the same buffers (GPU, feature `cublas`;
+    /// with --batch, cuBLAS's strided batched GEMM, row-major untransposed members back to back).
     #[arg(long)]
     peer: bool,
+    /// Products in one call: C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, each
+    /// operand's members --stride-a/-b/-c elements apart in one buffer.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Elements from one member of A to the next (default: a member's size, back to back; 0:
+    /// one A for every product).
+    #[arg(long)]
+    stride_a: Option<usize>,
+    /// Elements from one member of B to the next (default: a member's size; 0: one B).
+    #[arg(long)]
+    stride_b: Option<usize>,
+    /// Elements from one member of C to the next (default: a member's size).
+    #[arg(long)]
+    stride_c: Option<usize>,
+}
+
+/// One operand of a run: its buffer of every member, the first member's view (over the whole
+/// buffer) and the member stride.
+#[derive(Clone, Copy)]
+struct Operand {
+    view: MatRef<'static>,
+    stride: usize,
+}
+
+impl Operand {
+    /// Member `z` of the batch, as a view of its own.
+    fn member(&self, z: usize) -> MatRef<'static> {
+        MatRef { data: &self.view.data[z * self.stride..], ..self.view }
+    }
+
+    fn strided(&self) -> Strided<MatRef<'static>> {
+        Strided::new(self.view, self.stride)
+    }
 }
 
 fn main() -> ExitCode {
@@ -198,17 +235,22 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
         other => vec![other.map(str::to_string)],
     };
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<_>>();
-    let scaled = |v: Vec<f32>, s: f32| v.into_iter().map(|x| x * s).collect::<Vec<_>>();
-    let (a, b, c0) =
-        (scaled(random(m * k), args.scale_a), scaled(random(k * n), args.scale_b), random(m * n));
-    // op(X) as a view of X stored in the chosen layout (transposed when asked).
-    let a = MatRef::op_contiguous(a.leak(), args.layout, args.transa, m, k);
-    let b = MatRef::op_contiguous(b.leak(), args.layout, args.transb, k, n);
-    let c0 = MatRef::op_contiguous(c0.leak(), args.layout, false, m, n);
+    let batch = args.batch;
+    // Each operand's members in one buffer, `stride` apart (a member's size unless asked), each
+    // stored in the chosen layout (transposed when asked): op(X) as a view of the first.
+    let mut operand = |rows, cols, trans, stride: Option<usize>, scale: f32| {
+        let stride = stride.unwrap_or(rows * cols);
+        let len = stride * batch.saturating_sub(1) + rows * cols;
+        let data: Vec<f32> = (0..len).map(|_| rng.random_range(-1.0f32..1.0) * scale).collect();
+        Operand { view: MatRef::op_contiguous(data.leak(), args.layout, trans, rows, cols), stride }
+    };
+    let a = operand(m, k, args.transa, args.stride_a, args.scale_a);
+    let b = operand(k, n, args.transb, args.stride_b, args.scale_b);
+    let c0 = operand(m, n, false, args.stride_c, 1.0);
     let op = |t: bool| if t { "T" } else { "N" };
+    let shape = if batch == 1 { String::new() } else { format!("batch={batch} ") };
     println!(
-        "problem: m={m} n={n} k={k} alpha={} beta={} op(A)={} op(B)={} {:?} ({} timed runs)",
+        "problem: {shape}m={m} n={n} k={k} alpha={} beta={} op(A)={} op(B)={} {:?} ({} timed runs)",
         args.alpha,
         args.beta,
         op(args.transa),
@@ -217,11 +259,19 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
         args.iters
     );
 
+    // The first, middle and last members are compared with the reference, on sampled rows.
     let sampled = reference::sample_count(n, k);
     let check = |c: &[f32]| -> Option<f64> {
         (!args.no_check).then(|| {
-            let rows = reference::sample_rows(m, sampled);
-            reference::compare(args.alpha, &a, &b, args.beta, &c0, &MatRef { data: c, ..c0 }, rows).max_error
+            let mut members = vec![0, batch / 2, batch.saturating_sub(1)];
+            members.dedup();
+            let worst = members.into_iter().filter(|&z| z < batch).map(|z| {
+                let (a, b, c0) = (a.member(z), b.member(z), c0.member(z));
+                let c = MatRef { data: &c[z * c0_stride(&args.stride_c, m, n)..], ..c0 };
+                let rows = reference::sample_rows(m, sampled);
+                reference::compare(args.alpha, &a, &b, args.beta, &c0, &c, rows).max_error
+            });
+            worst.fold(0.0, f64::max)
         })
     };
     let mut rows = Vec::new();
@@ -236,7 +286,7 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
         rows.push(time_peer(&engine, args, &a, &b, &c0, &check)?);
     }
 
-    let flops = 2.0 * m as f64 * n as f64 * k as f64;
+    let flops = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64;
     let tolerance = reference::TOLERANCE;
     // Rates in the unit that suits the backend: TFLOP/s on a GPU, GFLOP/s on a CPU.
     let (unit, per_second) = if engine.gpu().is_some() { ("TFLOP/s", 1e12) } else { ("GFLOP/s", 1e9) };
@@ -262,6 +312,11 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
     Ok(ok)
 }
 
+/// The member stride of C: the one asked for, else an `m x n` member's size.
+fn c0_stride(stride_c: &Option<usize>, m: usize, n: usize) -> usize {
+    stride_c.unwrap_or(m * n)
+}
+
 fn median(mut times: Vec<f64>) -> f64 {
     times.sort_by(f64::total_cmp);
     times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
@@ -270,17 +325,24 @@ fn median(mut times: Vec<f64>) -> f64 {
 fn time_cpu(
     kernel: Option<&str>,
     args: &RunArgs,
-    a: &MatRef,
-    b: &MatRef,
-    c0: &MatRef,
+    a: &Operand,
+    b: &Operand,
+    c0: &Operand,
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
     let name = sgemm::cpu::kernel(kernel)?.name;
     let run = |c: &mut [f32]| {
-        let mut c = MatMut { data: c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout };
-        sgemm::cpu::gemm(Some(name), args.threads, args.alpha, a, b, args.beta, &mut c)
+        let c = MatMut {
+            data: c,
+            rows: c0.view.rows,
+            cols: c0.view.cols,
+            ld: c0.view.ld,
+            layout: c0.view.layout,
+        };
+        let (a, b, mut c) = (a.strided(), b.strided(), Strided::new(c, c0.stride));
+        sgemm::cpu::gemm_strided(Some(name), args.threads, args.batch, args.alpha, &a, &b, args.beta, &mut c)
     };
-    let mut c = c0.data.to_vec();
+    let mut c = c0.view.data.to_vec();
     run(&mut c)?;
     let max_error = check(&c);
     let mut times = Vec::new();
@@ -297,38 +359,52 @@ fn time_gpu(
     gpu: &Gpu,
     kernel: Option<&str>,
     args: &RunArgs,
-    a: &MatRef,
-    b: &MatRef,
-    c0: &MatRef,
+    a: &Operand,
+    b: &Operand,
+    c0: &Operand,
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
+    let (a_view, c_view) = (a.view, c0.view);
     let kernel = match kernel {
         Some(name) => gpu.kernel(name)?,
-        None => gpu.chosen_for(c0.layout, 1, c0.rows, c0.cols, a.cols),
+        None => gpu.chosen_for(c_view.layout, args.batch, c_view.rows, c_view.cols, a_view.cols),
     };
-    let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
+    let (a_dev, b_dev) = (upload_whole(gpu, &a_view)?, upload_whole(gpu, &b.view)?);
+    let device = |buf, x: &Operand| Ok::<_, Error>(Strided::new(device_view(buf, &x.view)?, x.stride));
     time_device(gpu, kernel.spec.name, args, c0, check, &|c| {
-        gpu.enqueue(kernel, args.alpha, &a_dev, &b_dev, args.beta, c)
+        let (a, b) = (device(&a_dev, a)?, device(&b_dev, b)?);
+        let v = c_view;
+        let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), v.layout, v.rows, v.cols, v.ld)?;
+        gpu.enqueue_strided(kernel, args.batch, args.alpha, a, b, args.beta, Strided::new(c, c0.stride))
     })
 }
 
-/// Runs `launch` once on `C = c0` and checks it, then times `iters` runs with CUDA events.
+/// The view `x` describes, over a device buffer that holds `x`'s data.
+fn device_view<'a>(buf: &'a DeviceMatrix, x: &MatRef) -> Result<DeviceMatRef<'a>, Error> {
+    DeviceMatRef::new(buf.buffer().as_view(), x.layout, x.rows, x.cols, x.ld)
+}
+
+/// An operand's whole buffer (every member) on the device, as one row.
+fn upload_whole(gpu: &Gpu, x: &MatRef) -> Result<DeviceMatrix, Error> {
+    gpu.upload(&MatRef::contiguous(x.data, 1, x.data.len()))
+}
+
+/// Runs `launch` once on `C = c0` (every member) and checks it, then times `iters` runs with
+/// CUDA events.
 fn time_device(
     gpu: &Gpu,
     name: &str,
     args: &RunArgs,
-    c0: &MatRef,
+    c0: &Operand,
     check: &dyn Fn(&[f32]) -> Option<f64>,
     launch: &dyn Fn(&mut DeviceMatrix) -> Result<(), Error>,
 ) -> Result<Row, Error> {
-    let mut c_dev = gpu.upload(c0)?;
+    let mut c_dev = upload_whole(gpu, &c0.view)?;
     launch(&mut c_dev)?;
     gpu.synchronize()?;
-    let mut c = c0.data.to_vec();
-    gpu.download(
-        &c_dev,
-        &mut MatMut { data: &mut c, rows: c0.rows, cols: c0.cols, ld: c0.ld, layout: c0.layout },
-    )?;
+    let mut c = c0.view.data.to_vec();
+    let len = c.len();
+    gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, 1, len))?;
     let max_error = check(&c);
     let mut times = Vec::new();
     for _ in 0..args.iters {
@@ -341,24 +417,43 @@ fn time_device(
 fn time_peer(
     engine: &Engine,
     args: &RunArgs,
-    a: &MatRef,
-    b: &MatRef,
-    c0: &MatRef,
+    a: &Operand,
+    b: &Operand,
+    c0: &Operand,
     check: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
     let gpu = engine.gpu().ok_or_else(|| Error::NoGpu("--peer times cuBLAS, which needs the GPU".into()))?;
     let blas = cublas::Cublas::new(gpu)?;
-    let (a_dev, b_dev) = (gpu.upload(a)?, gpu.upload(b)?);
-    time_device(gpu, "cublas", args, c0, check, &|c| blas.enqueue(args.alpha, &a_dev, &b_dev, args.beta, c))
+    let (a_dev, b_dev) = (upload_whole(gpu, &a.view)?, upload_whole(gpu, &b.view)?);
+    let (m, n, k) = (c0.view.rows, c0.view.cols, a.view.cols);
+    if args.batch > 1 {
+        let plain = args.layout == Layout::RowMajor && !args.transa && !args.transb;
+        let packed = a.stride == m * k && b.stride == k * n && c0.stride == m * n;
+        if !(plain && packed && args.alpha == 1.0 && args.beta == 0.0) {
+            return Err(Error::DimensionMismatch(
+                "--peer with --batch times cuBLAS's strided batched GEMM on row-major, untransposed \
+                 members back to back with alpha = 1 and beta = 0"
+                    .into(),
+            ));
+        }
+        return time_device(gpu, "cublas", args, c0, check, &|c| {
+            blas.enqueue_strided(args.batch, (m, n, k), a_dev.buffer(), b_dev.buffer(), c.buffer_mut())
+        });
+    }
+    let (a_view, b_view, v) = (a.view, b.view, c0.view);
+    time_device(gpu, "cublas", args, c0, check, &|c| {
+        let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), v.layout, v.rows, v.cols, v.ld)?;
+        blas.enqueue(args.alpha, device_view(&a_dev, &a_view)?, device_view(&b_dev, &b_view)?, args.beta, c)
+    })
 }
 
 #[cfg(not(feature = "cublas"))]
 fn time_peer(
     _: &Engine,
     _: &RunArgs,
-    _: &MatRef,
-    _: &MatRef,
-    _: &MatRef,
+    _: &Operand,
+    _: &Operand,
+    _: &Operand,
     _: &dyn Fn(&[f32]) -> Option<f64>,
 ) -> Result<Row, Error> {
     Err(Error::NoGpu("--peer needs gemm built with `--features cublas`".into()))

@@ -201,6 +201,11 @@ impl<'a> DeviceMatMut<'a> {
         &self.buf
     }
 
+    /// The viewed buffer, writable (for calls of other libraries on the same memory).
+    pub fn buffer_mut(&mut self) -> &mut CudaViewMut<'a, f32> {
+        &mut self.buf
+    }
+
     /// The same matrix, read-only.
     pub fn as_ref(&self) -> DeviceMatRef<'_> {
         let buf = self.buf.slice(..);
