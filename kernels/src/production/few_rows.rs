@@ -6,7 +6,7 @@
 //! A block is 16 warps of 32 threads and owns 32 columns of `C`: lane `tx` computes column
 //! `32 * blockIdx.x + tx`, warp `ty` taking the rows `p = ty, ty + 16, ...` of `B` (each warp
 //! reads 32 consecutive values of a row) times `A[0..m][p]`. Each thread sums with one `f32`
-//! FMA per product, in order, four rows of `B` loaded ahead; the 16 partial sums of an output
+//! FMA per product, in order, eight rows of `B` loaded ahead; the 16 partial sums of an output
 //! are then added in a fixed order through shared memory, so the result does not vary from run
 //! to run. `C` is not read when `beta == 0`. (Matrix-vector products have a kernel of their
 //! own, [`vector`](crate::production::vector), with twice the threads per output.)
@@ -40,7 +40,7 @@ mod device_code {
     use crate::infra::device::*;
 
     /// Rows of `B` loaded ahead of the FMAs, in flight together.
-    const AHEAD: u32 = 4;
+    const AHEAD: u32 = 8;
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m <= FEW`, launched
     /// with [`SPEC`].
