@@ -76,10 +76,21 @@ pub(crate) mod device_code {
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
-    pub(crate) unsafe fn gemm<const VEC4: bool, const R: usize, const LA: usize, const WN: usize>(
+    ///
+    /// `AHEAD` is how many tiles' global loads are in flight while a tile is computed: 1 (the
+    /// next tile's), or 2 (the next two's, at the price of one more tile in registers), for
+    /// short `K` loops whose few FMAs per tile cannot cover a load's latency.
+    pub(crate) unsafe fn gemm<
+        const VEC4: bool,
+        const R: usize,
+        const LA: usize,
+        const WN: usize,
+        const AHEAD: u32,
+    >(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
     ) {
         const { assert!(LA * 4 * WN == R, "128 WN threads load a 16 R x 8 tile of A as LA vectors each") };
+        const { assert!(AHEAD == 1 || AHEAD == 2, "one or two tiles loaded ahead") };
         let (bm, bn, a_ld, a_tile, stage) = (bm(R), bn(WN), a_ld(R), a_tile(R), stage(R, WN));
         // Rows of A between one thread's vectors: a tile row is 2 vectors, so the block's
         // threads cover `threads / 2` rows per pass.
@@ -141,14 +152,18 @@ pub(crate) mod device_code {
         let mut acc = [[0.0f32; 8]; R];
         let staged = load(0);
         store(0, &staged);
+        // With two tiles ahead, tile BK's loads start before the first barrier, and each step
+        // takes the tile loaded one step earlier and starts the loads of the one after it.
+        let mut pending = if AHEAD == 2 { load(BK) } else { Staged { a: [F32x4([0.0; 4]); LA], b: F32x4([0.0; 4]) } };
         sync_threads();
         let mut frag = fragments(0, 0);
-        // One tile: computes on the stage at `$read` while the next tile's global loads fly
-        // (all zeros, and no memory touched, past the last tile), then stores them to `$write`.
-        // A macro rather than a closure, so that both copies inline with constant offsets.
+        // One tile: computes on the stage at `$read` while the global loads of the tile at `$k0`
+        // fly (and, two ahead, of the one after; all zeros, and no memory touched, past the last
+        // tile), then stores the tile at `$k0` to `$write`. A macro rather than a closure, so
+        // that both copies inline with constant offsets.
         macro_rules! tile_step {
             ($k0:expr, $read:expr, $write:expr) => {
-                let staged = load($k0);
+                let staged = if AHEAD == 2 { core::mem::replace(&mut pending, load($k0 + BK)) } else { load($k0) };
                 for p in 0..BK {
                     // Register double buffering: the fragments of p + 1 (of the next stage at
                     // p = 7, after the store and the barrier) load while the products of p run.
@@ -202,12 +217,12 @@ pub(crate) mod device_code {
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }>
+        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }, 1>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
-        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }>
+        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }, 1>
     }
 }

@@ -56,13 +56,13 @@ mod device_code {
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, scalar global loads.
-        sgemm_small_tile => gemm::<false, R, 1, WN>
+        sgemm_small_tile => gemm::<false, R, 1, WN, 2>
     }
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).
-        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN>
+        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN, 2>
     }
 }
