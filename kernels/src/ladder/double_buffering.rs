@@ -154,7 +154,8 @@ pub(crate) mod device_code {
         store(0, &staged);
         // With two tiles ahead, tile BK's loads start before the first barrier, and each step
         // takes the tile loaded one step earlier and starts the loads of the one after it.
-        let mut pending = if AHEAD == 2 { load(BK) } else { Staged { a: [F32x4([0.0; 4]); LA], b: F32x4([0.0; 4]) } };
+        let mut pending =
+            if AHEAD == 2 { load(BK) } else { Staged { a: [F32x4([0.0; 4]); LA], b: F32x4([0.0; 4]) } };
         sync_threads();
         let mut frag = fragments(0, 0);
         // One tile: computes on the stage at `$read` while the global loads of the tile at `$k0`
@@ -163,7 +164,8 @@ pub(crate) mod device_code {
         // that both copies inline with constant offsets.
         macro_rules! tile_step {
             ($k0:expr, $read:expr, $write:expr) => {
-                let staged = if AHEAD == 2 { core::mem::replace(&mut pending, load($k0 + BK)) } else { load($k0) };
+                let staged =
+                    if AHEAD == 2 { core::mem::replace(&mut pending, load($k0 + BK)) } else { load($k0) };
                 for p in 0..BK {
                     // Register double buffering: the fragments of p + 1 (of the next stage at
                     // p = 7, after the store and the barrier) load while the products of p run.
