@@ -2,10 +2,9 @@
 //! device forms on the GPU, and the batch's own errors. Without a usable CUDA device the GPU
 //! tests say so and pass (CI has no GPU).
 
-use std::io::Write;
-
 use sgemm::{Backend, DeviceMatMut, DeviceMatRef, Engine, Error, Gpu, MatMut, MatRef, Precision, Strided};
 use sgemm_check::batch::{self, BatchedGemm};
+use sgemm_check::gpu_or_skip;
 use sgemm_check::suite::integers;
 
 /// An engine as a [`BatchedGemm`].
@@ -59,17 +58,6 @@ fn cpu_ladder_kernels_take_batches() {
     let engine = Engine::new(Backend::Cpu).unwrap().with_cpu_threads(2);
     for name in engine.kernel_names() {
         run(&format!("cpu {name}"), &engine.clone().with_kernel(name).unwrap());
-    }
-}
-
-fn gpu_or_skip(test: &str) -> Option<Gpu> {
-    match Gpu::new(0) {
-        Ok(gpu) => Some(gpu),
-        Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e}");
-            None
-        }
-        Err(e) => panic!("the GPU is there but unusable: {e}"),
     }
 }
 

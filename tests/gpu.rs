@@ -3,21 +3,9 @@
 
 use std::io::Write;
 
-use sgemm::{DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, MatMut, MatRef, Precision};
+use sgemm::{DeviceMatMut, DeviceMatRef, Error, Layout, MatMut, MatRef, Precision};
+use sgemm_check::gpu_or_skip;
 use sgemm_check::suite as check;
-
-fn gpu_or_skip(test: &str) -> Option<Gpu> {
-    match Gpu::new(0) {
-        Ok(gpu) => Some(gpu),
-        Err(e @ (Error::NoGpu(_) | Error::UnsupportedGpu { .. })) => {
-            // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip
-            // must be visible in CI's log.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e}");
-            None
-        }
-        Err(e) => panic!("the GPU is there but unusable: {e}"),
-    }
-}
 
 #[test]
 fn every_gpu_kernel_passes_the_suite() {

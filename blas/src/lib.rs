@@ -184,31 +184,57 @@ unsafe fn cblas<I: Into<i64>>(
     ldc: I,
 ) {
     guarded(routine, || {
-        let row_major = match layout {
-            CBLAS_ROW_MAJOR => true,
-            CBLAS_COL_MAJOR => false,
-            _ => return xerbla::cblas(c"cblas_sgemm", 1),
-        };
-        let Some(ta) = cblas_trans(transa) else { return xerbla::cblas(c"cblas_sgemm", 2) };
-        let Some(tb) = cblas_trans(transb) else { return xerbla::cblas(c"cblas_sgemm", 3) };
-        let [m, n, k, lda, ldb, ldc] = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
-        let checked = if row_major {
-            check(tb, ta, n, m, k, ldb, lda, ldc)
-        } else {
-            check(ta, tb, m, n, k, lda, ldb, ldc)
-        };
-        let call = match checked {
-            Ok(call) => call,
-            Err(info) => return xerbla::cblas(c"cblas_sgemm", cblas_position(row_major, info)),
-        };
-        // SAFETY: the caller's contract; row-major, the operands swap as views of the same
-        // memory. A single product has no members to overlap, so it does not fail.
-        let _ = if row_major {
-            unsafe { run(routine, call, 1, alpha, (b, 0), (a, 0), beta, (c, 0)) }
-        } else {
-            unsafe { run(routine, call, 1, alpha, (a, 0), (b, 0), beta, (c, 0)) }
-        };
+        let sizes = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
+        let report = |position| xerbla::cblas(c"cblas_sgemm", position);
+        let Some((row_major, call)) = cblas_checked(layout, transa, transb, sizes, report) else { return };
+        let (a, b) = in_column_major_order(row_major, a, b);
+        // SAFETY: the caller's contract. A single product has no members to overlap, so it
+        // does not fail.
+        let _ = unsafe { run(routine, call, 1, alpha, (a, 0), (b, 0), beta, (c, 0)) };
     })
+}
+
+/// A CBLAS call's layout, transposes and sizes (`m, n, k, lda, ldb, ldc`) checked as
+/// `cblas_sgemm` checks them: whether it is row-major and the column-major call it is, or `None`
+/// after reporting the first bad argument to `report` at its `cblas_sgemm` position.
+fn cblas_checked(
+    layout: c_int,
+    transa: c_int,
+    transb: c_int,
+    [m, n, k, lda, ldb, ldc]: [i64; 6],
+    report: impl FnOnce(i32),
+) -> Option<(bool, Checked)> {
+    let row_major = match layout {
+        CBLAS_ROW_MAJOR => true,
+        CBLAS_COL_MAJOR => false,
+        _ => {
+            report(1);
+            return None;
+        }
+    };
+    let Some(ta) = cblas_trans(transa) else {
+        report(2);
+        return None;
+    };
+    let Some(tb) = cblas_trans(transb) else {
+        report(3);
+        return None;
+    };
+    let checked =
+        if row_major { check(tb, ta, n, m, k, ldb, lda, ldc) } else { check(ta, tb, m, n, k, lda, ldb, ldc) };
+    match checked {
+        Ok(call) => Some((row_major, call)),
+        Err(info) => {
+            report(cblas_position(row_major, info));
+            None
+        }
+    }
+}
+
+/// `(A, B)` as the column-major call reads them: a row-major call is the column-major
+/// `C^T = op(B)^T op(A)^T`, the operands swapped as views of the same memory.
+fn in_column_major_order<T>(row_major: bool, a: T, b: T) -> (T, T) {
+    if row_major { (b, a) } else { (a, b) }
 }
 
 /// Exports the Fortran `SGEMM` under `$name` with integers `$int`.
@@ -354,22 +380,10 @@ pub unsafe extern "C" fn cblas_sgemm_batch_strided(
     let routine = "cblas_sgemm_batch_strided";
     let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position);
     guarded(routine, || {
-        let row_major = match layout {
-            CBLAS_ROW_MAJOR => true,
-            CBLAS_COL_MAJOR => false,
-            _ => return report(1),
-        };
-        let Some(ta) = cblas_trans(transa) else { return report(2) };
-        let Some(tb) = cblas_trans(transb) else { return report(3) };
-        let [m, n, k, lda, ldb, ldc] = [m, n, k, lda, ldb, ldc].map(i64::from);
-        let checked = if row_major {
-            check(tb, ta, n, m, k, ldb, lda, ldc)
-        } else {
-            check(ta, tb, m, n, k, lda, ldb, ldc)
-        };
-        let call = match checked {
-            Ok(call) => call,
-            Err(info) => return report(batch_position(cblas_position(row_major, info))),
+        let sizes = [m, n, k, lda, ldb, ldc].map(i64::from);
+        let at_batch_position = |position| report(batch_position(position));
+        let Some((row_major, call)) = cblas_checked(layout, transa, transb, sizes, at_batch_position) else {
+            return;
         };
         let count = |x: c_int, position| usize::try_from(x).map_err(|_| position);
         let counts = (count(stridea, 10), count(strideb, 13), count(stridec, 17), count(batch_size, 18));
@@ -377,13 +391,9 @@ pub unsafe extern "C" fn cblas_sgemm_batch_strided(
             (Ok(sa), Ok(sb), Ok(sc), Ok(batch)) => (sa, sb, sc, batch),
             (Err(p), ..) | (_, Err(p), ..) | (_, _, Err(p), _) | (.., Err(p)) => return report(p),
         };
-        // SAFETY: the caller's contract; row-major, the operands swap as views of the same
-        // memory.
-        let outcome = if row_major {
-            unsafe { run(routine, call, batch, alpha, (b, sb), (a, sa), beta, (c, sc)) }
-        } else {
-            unsafe { run(routine, call, batch, alpha, (a, sa), (b, sb), beta, (c, sc)) }
-        };
+        let (a, b) = in_column_major_order(row_major, (a, sa), (b, sb));
+        // SAFETY: the caller's contract.
+        let outcome = unsafe { run(routine, call, batch, alpha, a, b, beta, (c, sc)) };
         if outcome.is_err() {
             report(17);
         }

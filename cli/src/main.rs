@@ -266,8 +266,8 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
             let mut members = vec![0, batch / 2, batch.saturating_sub(1)];
             members.dedup();
             let worst = members.into_iter().filter(|&z| z < batch).map(|z| {
+                let c = MatRef { data: &c[z * c0.stride..], ..c0.view };
                 let (a, b, c0) = (a.member(z), b.member(z), c0.member(z));
-                let c = MatRef { data: &c[z * c0_stride(&args.stride_c, m, n)..], ..c0 };
                 let rows = reference::sample_rows(m, sampled);
                 reference::compare(args.alpha, &a, &b, args.beta, &c0, &c, rows).max_error
             });
@@ -310,11 +310,6 @@ fn run(args: &RunArgs) -> Result<bool, Error> {
         );
     }
     Ok(ok)
-}
-
-/// The member stride of C: the one asked for, else an `m x n` member's size.
-fn c0_stride(stride_c: &Option<usize>, m: usize, n: usize) -> usize {
-    stride_c.unwrap_or(m * n)
 }
 
 fn median(mut times: Vec<f64>) -> f64 {
@@ -373,15 +368,19 @@ fn time_gpu(
     let device = |buf, x: &Operand| Ok::<_, Error>(Strided::new(device_view(buf, &x.view)?, x.stride));
     time_device(gpu, kernel.spec.name, args, c0, check, &|c| {
         let (a, b) = (device(&a_dev, a)?, device(&b_dev, b)?);
-        let v = c_view;
-        let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), v.layout, v.rows, v.cols, v.ld)?;
-        gpu.enqueue_strided(kernel, args.batch, args.alpha, a, b, args.beta, Strided::new(c, c0.stride))
+        let c = Strided::new(device_view_mut(c, &c_view)?, c0.stride);
+        gpu.enqueue_strided(kernel, args.batch, args.alpha, a, b, args.beta, c)
     })
 }
 
 /// The view `x` describes, over a device buffer that holds `x`'s data.
 fn device_view<'a>(buf: &'a DeviceMatrix, x: &MatRef) -> Result<DeviceMatRef<'a>, Error> {
     DeviceMatRef::new(buf.buffer().as_view(), x.layout, x.rows, x.cols, x.ld)
+}
+
+/// [`device_view`], writable.
+fn device_view_mut<'a>(buf: &'a mut DeviceMatrix, x: &MatRef) -> Result<DeviceMatMut<'a>, Error> {
+    DeviceMatMut::new(buf.buffer_mut().as_view_mut(), x.layout, x.rows, x.cols, x.ld)
 }
 
 /// An operand's whole buffer (every member) on the device, as one row.
@@ -440,10 +439,10 @@ fn time_peer(
             blas.enqueue_strided(args.batch, (m, n, k), a_dev.buffer(), b_dev.buffer(), c.buffer_mut())
         });
     }
-    let (a_view, b_view, v) = (a.view, b.view, c0.view);
+    let (a_view, b_view, c_view) = (a.view, b.view, c0.view);
     time_device(gpu, "cublas", args, c0, check, &|c| {
-        let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), v.layout, v.rows, v.cols, v.ld)?;
-        blas.enqueue(args.alpha, device_view(&a_dev, &a_view)?, device_view(&b_dev, &b_view)?, args.beta, c)
+        let (a, b) = (device_view(&a_dev, &a_view)?, device_view(&b_dev, &b_view)?);
+        blas.enqueue(args.alpha, a, b, args.beta, device_view_mut(c, &c_view)?)
     })
 }
 

@@ -158,25 +158,16 @@ impl Gpu {
         beta: f32,
         c: Strided<DeviceMatMut>,
     ) -> Result<()> {
-        let members = |m: &DeviceMatRef, len: usize, stride: usize| Members {
+        let members = |m: &DeviceMatRef, stride: usize| Members {
             layout: m.layout(),
             rows: m.rows(),
             cols: m.cols(),
             ld: m.ld(),
-            len,
+            len: m.buf.len(),
             stride,
         };
-        let a_m = members(&a.matrix, a.matrix.buf.len(), a.stride);
-        let b_m = members(&b.matrix, b.matrix.buf.len(), b.stride);
-        let cm = &c.matrix;
-        let c_m = Members {
-            layout: cm.layout(),
-            rows: cm.rows(),
-            cols: cm.cols(),
-            ld: cm.ld(),
-            len: cm.buf.len(),
-            stride: c.stride,
-        };
+        let (a_m, b_m) = (members(&a.matrix, a.stride), members(&b.matrix, b.stride));
+        let c_m = members(&c.matrix.as_ref(), c.stride);
         check_strided(batch, a_m, b_m, c_m)?;
         if batch == 0 {
             return Ok(());
@@ -228,13 +219,12 @@ impl Gpu {
             Ok((scratch, shape))
         };
         let c_shape = DeviceShape::of(c0.layout(), c0.rows(), c0.cols(), c0.ld());
-        let c_scratch = if beta == 0.0 {
+        let mut c_scratch = if beta == 0.0 {
             self.zeros(batch * c_shape.size())?
         } else {
             let refs: Vec<DeviceMatRef> = c.iter().map(DeviceMatMut::as_ref).collect();
             gathered(&refs)?.0
         };
-        let mut c_scratch = c_scratch;
         {
             let c_view = c_shape.view_mut(&mut c_scratch)?;
             if work == Work::Product {
