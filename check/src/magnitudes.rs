@@ -33,6 +33,9 @@ pub enum Scale {
     /// `2^-e_p`, `e_p` from `-e_max..=e_max`; every product keeps its magnitude, but each row of
     /// `A` and column of `B` spans `2 e_max` binades.
     Inner(i32),
+    /// Every entry in `+-[2^e, 2^(e + 1))` (a uniform mantissa and sign): one binade, with no
+    /// entry near zero.
+    Binade(i32),
 }
 
 /// One product of the suite: `C = A B` with `A` (`m x k`) and `B` (`k x n`) row-major.
@@ -61,8 +64,10 @@ impl Case {
         let mut exponents = |len: usize, e_max: i32| -> Vec<f64> {
             (0..len).map(|_| 2f64.powi(rng.random_range(-e_max..=e_max))).collect()
         };
+        let binade = |x: &mut f64, e: i32| *x = x.signum() * (1.0 + x.abs()) * 2f64.powi(e);
         match a_scale {
             Scale::All(f) => a.iter_mut().for_each(|x| *x *= f),
+            Scale::Binade(e) => a.iter_mut().for_each(|x| binade(x, e)),
             Scale::Lines(e) => {
                 let rows = exponents(m, e);
                 a.iter_mut().enumerate().for_each(|(i, x)| *x *= rows[i / k]);
@@ -75,6 +80,7 @@ impl Case {
         }
         match b_scale {
             Scale::All(f) => b.iter_mut().for_each(|x| *x *= f),
+            Scale::Binade(e) => b.iter_mut().for_each(|x| binade(x, e)),
             Scale::Lines(e) => {
                 let cols = exponents(n, e);
                 b.iter_mut().enumerate().for_each(|(i, x)| *x *= cols[i % n]);
@@ -89,8 +95,10 @@ impl Case {
 /// The cases at shape `(m, n, k)`: every decade of `A` alone (`B` in `(-1, 1)`), of `B`
 /// alone, of both on reciprocal scales (`A 10^d`, `B 10^-d`) and on the same scale (as far as
 /// the products stay finite), values up to `f32::MAX`, all-subnormal operands, rows and
-/// columns on scales of their own, and a scaled inner dimension. `step` thins the decades
-/// (1: every decade).
+/// columns on scales of their own, a scaled inner dimension, and operands of one binade each
+/// at and just past the edges of the window inside which the tensor-core kernel needs no
+/// scaling (`sgemm_kernels::production::range_check`). `step` thins the decades (1: every
+/// decade).
 pub fn cases((m, n, k): (usize, usize, usize), step: usize) -> Vec<Case> {
     let shape = (m, n, k);
     // Sums of k terms below 1e36 * k stay finite.
@@ -123,6 +131,11 @@ pub fn cases((m, n, k): (usize, usize, usize), step: usize) -> Vec<Case> {
     }
     for e in [20, 60] {
         push(format!("inner dimension 2^+-{e}"), Scale::Inner(e), Scale::All(1.0));
+    }
+    for (ea, eb) in [(-51, -51), (-52, -52), (47, 47), (48, 48), (-51, 47), (47, -52)] {
+        if 2f64.powi(ea + eb + 2) * (k as f64) < f32::MAX as f64 {
+            push(format!("A in 2^{ea}, B in 2^{eb}"), Scale::Binade(ea), Scale::Binade(eb));
+        }
     }
     cases
 }

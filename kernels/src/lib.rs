@@ -45,11 +45,13 @@ pub mod infra {
 }
 
 /// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
-/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range),
+/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range
+/// and the `range_check` that lets it skip scaling on data that does not need it),
 /// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128), `vector`
 /// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all three f32 FMAs.
 pub mod production {
     pub mod few_rows;
+    pub mod range_check;
     pub mod scaling;
     pub mod small_tile;
     pub mod split_k;

@@ -13,6 +13,7 @@
 mod batched;
 mod device_matrix;
 mod pinned;
+mod range;
 
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
@@ -21,14 +22,15 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice,
-    DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr,
+    DeviceSlice, DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use sgemm_kernels::helpers::pad::{self, PadParams};
 use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
+use sgemm_kernels::production::range_check;
 use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::{few_rows, small_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
@@ -152,6 +154,7 @@ struct Loaded {
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
+    range_check: GpuKernel,
     split_k_reduce: GpuKernel,
     info: DeviceInfo,
 }
@@ -242,6 +245,7 @@ impl Gpu {
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
+        let range_check = load(range_check::SPEC)?;
         let split_k_reduce = load(split_k::REDUCE)?;
         let info = DeviceInfo {
             name,
@@ -275,6 +279,7 @@ impl Gpu {
             scale_c,
             transpose,
             pad,
+            range_check,
             split_k_reduce,
             info,
         };
@@ -542,13 +547,26 @@ impl Gpu {
         let (b_buf, ldb, b_step) =
             b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
+        // The range check of what the kernel reads (B's `n` columns: the ones past it reach no
+        // element of C); the verdict is freed after the launches, in stream order.
+        let verdict = if kernel.spec.range_checked {
+            let a = range::Operand { buf: a_buf.slice(..), rows: m, cols: k, ld: lda, step: a_step };
+            let b = range::Operand { buf: b_buf.slice(..), rows: k, cols: n, ld: ldb, step: b_step };
+            Some(self.check_range(batch, [a, b])?)
+        } else {
+            None
+        };
+        let (range, _record) = verdict.as_ref().map_or((0, None), |v| {
+            let (address, record) = v.device_ptr(&self.loaded.stream);
+            (address, Some(record))
+        });
         // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
         // its members fill the grid instead, in one launch.
         if kernel.spec.splits_k && batch == 1 {
             let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
                 let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
-                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, (aligned, range));
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
@@ -570,6 +588,7 @@ impl Gpu {
                 a_step: steps[0],
                 b_step: steps[1],
                 c_step: steps[2],
+                range,
             };
             // SAFETY: for each member from z0 on, from row r0 on, A holds `rows x k` (lda) and
             // C `rows x n` (ldc), B holds `k x n` (ldb) (spans of the whole batch checked with
@@ -606,6 +625,7 @@ impl Gpu {
     /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
     /// launch (`gridDim.z = slices`), then the reduction, which adds the partials in order,
     /// multiplies the few leftover columns (`k - slices * depth < 4 * slices`) and updates `C`.
+    /// `aligned` and `range` are [`enqueue_members`](Self::enqueue_members)'s.
     #[allow(clippy::too_many_arguments)]
     fn split_k(
         &self,
@@ -617,7 +637,7 @@ impl Gpu {
         (b, ldb): (CudaView<f32>, usize),
         beta: f32,
         (c, ldc): (CudaViewMut<f32>, usize),
-        aligned: bool,
+        (aligned, range): (bool, u64),
     ) -> Result<()> {
         let depth = k / slices / 4 * 4;
         let done = slices * depth;
@@ -646,6 +666,7 @@ impl Gpu {
             a_step: depth as u64,
             b_step: (depth * ldb) as u64,
             c_step: (m * n) as u64,
+            range,
         };
         // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
@@ -913,11 +934,12 @@ fn to_u32<const N: usize>(
     Ok(out)
 }
 
-/// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
 /// The tiles of `spec` covering an `m x n` `C`.
 fn tiles(spec: &KernelSpec, m: usize, n: usize) -> usize {
     m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize)
 }
+
+/// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
 
 fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
     let (x, y, _) = spec.grid(m, n);
@@ -939,6 +961,7 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sgemm_kernels::production::range_check::RangeParams;
 
     /// Records the PTX type of each parameter a struct pushes.
     struct PtxTypes(Vec<&'static str>);
@@ -1006,7 +1029,9 @@ mod tests {
             a_step: 0,
             b_step: 0,
             c_step: 0,
+            range: 0,
         });
+        let range = pushed(&mut RangeParams { rows: 0, cols: 0, x: (), ld: 0, step: 0, verdict: 0 });
         let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0, c_step: 0 });
         let pad = pushed(&mut PadParams {
             rows: 0,
@@ -1056,6 +1081,7 @@ mod tests {
                     let expected = match name.as_str() {
                         n if n == scale::SPEC.entry => &scale,
                         n if n == pad::SPEC.entry => &pad,
+                        n if n == range_check::SPEC.entry => &range,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
                         n if n == vector::SPEC.entry || n == few_rows::SPEC.entry => &gemm,

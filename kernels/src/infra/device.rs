@@ -257,7 +257,7 @@ impl GemmParams<*const f32, *mut f32> {
     /// This block's member of the batch (`blockIdx.z`).
     #[inline(always)]
     pub fn member(self) -> GemmArgs {
-        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step } = self;
+        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step, .. } = self;
         GemmArgs {
             m,
             n,

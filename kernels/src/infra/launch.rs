@@ -37,6 +37,10 @@ pub struct KernelSpec {
     /// entries take one more parameter after `ldc`, the slice depth, and write partial
     /// products to the `c` they are given.
     pub splits_k: bool,
+    /// Whether the kernel reads the verdict of a [range check](crate::production::range_check)
+    /// of `A` and `B` (the GEMM parameter `range`): the host then runs the check before it and
+    /// passes the verdict's address.
+    pub range_checked: bool,
     /// Whether [`entry`](Self::entry) itself uses 16-byte loads of `A` and `B` (there is no
     /// scalar variant): the host then hands it `A` and `B` with leading dimensions and row
     /// lengths that are multiples of 4, copying an operand into a zero-padded buffer when it
@@ -114,6 +118,7 @@ impl KernelSpec {
             smem_bytes: 0,
             min_blocks_per_sm: 0,
             splits_k: false,
+            range_checked: false,
             vec4_only: false,
             arch: None,
             module: Module::Production,

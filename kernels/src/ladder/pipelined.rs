@@ -56,6 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
     splits_k: false,
+    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -37,6 +37,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R, WN), WN),
     min_blocks_per_sm: 4,
     splits_k: true,
+    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Production,

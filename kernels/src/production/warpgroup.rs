@@ -72,6 +72,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS,
     min_blocks_per_sm: 1,
     splits_k: true,
+    range_checked: true,
     vec4_only: true,
     arch: Some("sm_90a"),
     module: Module::Production,
@@ -87,6 +88,7 @@ const _: () = assert!(
 mod device_code {
     use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS};
     use crate::infra::device::*;
+    use crate::infra::params::GemmParams;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
         cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_f32,
@@ -136,12 +138,15 @@ mod device_code {
     }
 
     /// The GEMM of this block's batch member (a product, or a K slice of one: see
-    /// [`split_k`](crate::production::split_k)).
+    /// [`split_k`](crate::production::split_k)), with each tile's rows and columns scaled
+    /// (module [`scaling`]) when `SCALED`, as they are when not.
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); without `SCALED`, every
+    /// element of `A` and `B` is in the range check's window
+    /// ([`in_window`](crate::production::range_check::in_window)).
     #[inline(always)]
-    unsafe fn gemm(args: GemmArgs) {
+    unsafe fn gemm<const SCALED: bool>(args: GemmArgs) {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
@@ -213,7 +218,11 @@ mod device_code {
                 }
             });
             // The largest magnitude's bits; above 0x7f80_0000 only for a NaN.
-            let max = x.iter().flat_map(|v| v.0).fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+            let max = if SCALED {
+                x.iter().flat_map(|v| v.0).fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff))
+            } else {
+                0x3f80_0000
+            };
             let shift = scaling::shift(max);
             let x = if shift != 0 {
                 let factor = scaling::exp2(shift);
@@ -234,13 +243,15 @@ mod device_code {
                     st_shared_v4_f32(to.offset_bytes(lo_half + at), lo);
                 }
             }
-            // SAFETY: as above.
-            unsafe {
-                st_shared_f32(
-                    shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4),
-                    f32::from_bits(shift as u32),
-                )
-            };
+            if SCALED {
+                // SAFETY: as above.
+                unsafe {
+                    st_shared_f32(
+                        shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4),
+                        f32::from_bits(shift as u32),
+                    )
+                };
+            }
             fence_proxy_async_shared();
             shift != 0
         };
@@ -310,7 +321,10 @@ mod device_code {
         sync_threads();
         let scaled = split(0, 0);
         // SAFETY: every thread reaches it.
-        let mut scaled = unsafe { bar_red_or(scaled) };
+        let mut scaled = SCALED && unsafe { bar_red_or(scaled) };
+        if !SCALED {
+            sync_threads();
+        }
 
         let mut acc = [0.0f32; 64];
         let mut step = [0.0f32; 64];
@@ -337,8 +351,12 @@ mod device_code {
             // SAFETY: the whole warpgroup waits together.
             unsafe { wgmma_wait_group::<0>(&mut step) };
             add_step(&mut acc, &step, this_set, scaled);
-            // SAFETY: every thread reaches it (the loop is uniform).
-            scaled = unsafe { bar_red_or(scaled_next) };
+            if SCALED {
+                // SAFETY: every thread reaches it (the loop is uniform).
+                scaled = unsafe { bar_red_or(scaled_next) };
+            } else {
+                sync_threads();
+            }
         }
         // Drain the (zero-filled) copies still in flight.
         // SAFETY: as above.
@@ -353,11 +371,37 @@ mod device_code {
         }
     }
 
-    gemm_entry! { production:
+    /// [`gemm`] scaled, unless the range check ran and found every element in its window.
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `range` is 0 or the
+    /// address of a range check's verdict on every member's `A` and `B` as given.
+    #[inline(always)]
+    unsafe fn checked_gemm(params: GemmParams<*const f32, *mut f32>) {
+        // SAFETY: the verdict's address (the contract), written by a kernel before this one.
+        let scaled = params.range == 0 || unsafe { *(params.range as *const u32) } != 0;
+        // SAFETY: the contract; a clear verdict proves every element in the window.
+        unsafe {
+            if scaled {
+                gemm::<true>(params.member())
+            } else {
+                gemm::<false>(params.member())
+            }
+        }
+    }
+
+    crate::infra::params::gemm_params_entry! {
         /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
         /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
-        sgemm_warpgroup => gemm
+        ///
+        /// # Safety
+        /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
+        /// and leading dimensions in every member of the batch, each `C` apart from every
+        /// other matrix, launched with this module's `SPEC`; `range` 0 or the address of a
+        /// range check's verdict on every member's `A` and `B`.
+        #[cfg(not(feature = "ladder"))]
+        sgemm_warpgroup => checked_gemm
     }
 }
