@@ -547,8 +547,9 @@ impl Gpu {
         let (b_buf, ldb, b_step) =
             b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
-        // The range check of what the kernel reads (B's `n` columns: the ones past it reach no
-        // element of C); the verdict is freed after the launches, in stream order.
+        // The range check of what the kernel reads (a range-checked kernel is vec4_only, so its
+        // operands are 16-byte rows as the check reads them; of B, the `n` columns that reach
+        // C); the verdict is freed after the launches, in stream order.
         let verdict = if kernel.spec.range_checked {
             let a = range::Operand { buf: a_buf.slice(..), rows: m, cols: k, ld: lda, step: a_step };
             let b = range::Operand { buf: b_buf.slice(..), rows: k, cols: n, ld: ldb, step: b_step };
@@ -940,7 +941,6 @@ fn tiles(spec: &KernelSpec, m: usize, n: usize) -> usize {
 }
 
 /// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
-
 fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
     let (x, y, _) = spec.grid(m, n);
     LaunchConfig {

@@ -42,13 +42,13 @@ pub const fn in_window(bits: u32) -> bool {
     magnitude == 0 || magnitude.wrapping_sub(LOW) < END - LOW
 }
 
-/// Elements of a row each thread checks.
-const ITEMS: u32 = 8;
+/// 16-byte pieces of a row each thread checks.
+const ITEMS: u32 = 4;
 
-/// Launch configuration of [`sgemm_range_check`](self): blocks of 32 x 8 threads, each warp
-/// along a row of `8 x 256` elements, `ITEMS` loads in flight per thread.
+/// Launch configuration of [`sgemm_range_check`](self): blocks of 32 x 8 threads over `8 x 512`
+/// elements, each warp along a row, `ITEMS` 16-byte loads in flight per thread.
 pub const SPEC: KernelSpec = KernelSpec {
-    tile: (8, 32 * ITEMS),
+    tile: (8, 32 * 4 * ITEMS),
     ..KernelSpec::elementwise(
         "range_check",
         "sgemm_range_check",
@@ -58,8 +58,9 @@ pub const SPEC: KernelSpec = KernelSpec {
 
 crate::infra::params::kernel_params! { $ range_check_entry,
     /// [`sgemm_range_check`](self)'s parameters: in each member of the batch (see
-    /// [Batches](crate::infra::params#batches)), `x` is row-major `rows x cols` with `ld`;
-    /// `verdict` is the device address of a `u32` that the kernel sets to 1 when an element is
+    /// [Batches](crate::infra::params#batches)), `x` is row-major `rows x cols` with `ld`, read
+    /// in 16-byte pieces as the kernels that split operands read them (`x` 16-byte aligned,
+    /// `ld` and `step` multiples of 4, rows readable up to `cols` rounded up to 4); `verdict` is the device address of a `u32` that the kernel sets to 1 when an element is
     /// not [`in_window`], and otherwise leaves as it is.
     RangeParams<In> { rows: u32, cols: u32, x: In, ld: u32, step: u64, verdict: u64 }
 }
@@ -68,26 +69,30 @@ crate::infra::params::kernel_params! { $ range_check_entry,
 mod device_code {
     use super::{ITEMS, RangeParams, SPEC, in_window, range_check_entry};
     use crate::infra::device::*;
-    use crate::infra::ptx::{bar_red_or, ld_global_nc_f32};
+    use crate::infra::ptx::{bar_red_or, ld_global_nc_v4_f32};
 
-    /// Sets the verdict when an element of this block's `8 x 256` part of its member is not in
+    /// Sets the verdict when an element of this block's `8 x 512` part of its member is not in
     /// the window.
     ///
     /// # Safety
-    /// In every member, `x` is a row-major `rows x cols` matrix with `ld >= cols`; `verdict` is
-    /// the address of a `u32` in device memory; launched with [`SPEC`]'s block over a
-    /// `rows x cols` grid (`SPEC.grid`), `gridDim.z` members.
+    /// In every member, `x` is a 16-byte aligned row-major `rows x cols` matrix with
+    /// `ld >= cols`, `ld` a multiple of 4, readable up to `cols` rounded up to 4 in every row;
+    /// `verdict` is the address of a `u32` in device memory; launched with [`SPEC`]'s block over
+    /// a `rows x cols` grid (`SPEC.grid`), `gridDim.z` members.
     unsafe fn range_check(RangeParams { rows, cols, x, ld, step, verdict }: RangeParams<*const f32>) {
         let x = member(x.cast_mut(), step).cast_const();
         let row = block_y() * SPEC.tile.0 + thread_y();
-        let col0 = block_x() * SPEC.tile.1 + thread_x();
+        let col0 = block_x() * SPEC.tile.1 + 4 * thread_x();
         let mut outside = false;
         for i in 0..ITEMS {
-            let col = col0 + 32 * i;
+            let col = col0 + 128 * i;
             let ok = row < rows && col < cols;
-            // SAFETY: guarded to the member's rows x cols (the contract).
-            let v = unsafe { ld_global_nc_f32(x.wrapping_add(offset(row, col, ld)), ok) };
-            outside |= !in_window(v.to_bits());
+            // SAFETY: guarded to the member's rows and its columns rounded up to 4 (the
+            // contract); 16-byte aligned, as ld, step and col are multiples of 4.
+            let v = unsafe { ld_global_nc_v4_f32(x.wrapping_add(offset(row, col, ld)), ok) };
+            for (j, v) in v.0.iter().enumerate() {
+                outside |= col + (j as u32) < cols && !in_window(v.to_bits());
+            }
         }
         // SAFETY: every thread reaches it.
         if unsafe { bar_red_or(outside) } && thread_x() == 0 && thread_y() == 0 {
@@ -126,7 +131,9 @@ mod tests {
         }
         assert!(!in_window(f32::INFINITY.to_bits()) && !in_window(f32::NAN.to_bits()));
         assert!(!in_window(f32::MIN_POSITIVE.to_bits()) && !in_window(1.0e-40f32.to_bits()));
-        assert!(in_window(1.0f32.to_bits()) && in_window(1.0e-15f32.to_bits()) && in_window(1.0e14f32.to_bits()));
+        assert!(
+            in_window(1.0f32.to_bits()) && in_window(1.0e-15f32.to_bits()) && in_window(1.0e14f32.to_bits())
+        );
     }
 
     /// The split of the `warpgroup` kernel (`tf32` rounds the low 13 bits to nearest).

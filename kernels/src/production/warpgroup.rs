@@ -205,7 +205,7 @@ mod device_code {
         let (r, splits_a) = (tid % BM, tid < BM);
         let (hi_half, lo_half) = if splits_a { (A_HI, A_LO) } else { (B_HI, B_LO) };
         let shifts = base.offset_bytes(2 * SPLIT + STAGES * STAGE);
-        let split = #[inline(always)]
+        let split_scaled = #[inline(always)]
         |stage: u32, set: u32| -> bool {
             // SAFETY: inside the raw stage, published by the last barrier.
             let x: [F32x4; (BK / 4) as usize] = core::array::from_fn(|c| unsafe {
@@ -218,11 +218,7 @@ mod device_code {
                 }
             });
             // The largest magnitude's bits; above 0x7f80_0000 only for a NaN.
-            let max = if SCALED {
-                x.iter().flat_map(|v| v.0).fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff))
-            } else {
-                0x3f80_0000
-            };
+            let max = x.iter().flat_map(|v| v.0).fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
             let shift = scaling::shift(max);
             let x = if shift != 0 {
                 let factor = scaling::exp2(shift);
@@ -243,17 +239,61 @@ mod device_code {
                     st_shared_v4_f32(to.offset_bytes(lo_half + at), lo);
                 }
             }
-            if SCALED {
-                // SAFETY: as above.
-                unsafe {
-                    st_shared_f32(
-                        shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4),
-                        f32::from_bits(shift as u32),
-                    )
-                };
-            }
+            // SAFETY: as above.
+            unsafe {
+                st_shared_f32(
+                    shifts.offset_bytes(set / SPLIT * SHIFTS + tid * 4),
+                    f32::from_bits(shift as u32),
+                )
+            };
             fence_proxy_async_shared();
             shift != 0
+        };
+
+        // The split without scaling, shared evenly: thread tid takes row (of A) and column (of
+        // B) r and the pieces c = tid / 128 + 2 j along K, so both warpgroups issue the same
+        // loads (one 16-byte and four 4-byte per piece) and reach the barrier together. The same
+        // reads and writes as above for each piece: no bank conflicts.
+        let split_plain = #[inline(always)]
+        |stage: u32, set: u32| {
+            let to = base.offset_bytes(set);
+            for j in 0..BK / 8 {
+                let c = tid / BM + 2 * j;
+                let at = core_offset(r, c);
+                // SAFETY: the raw stage was published by the last barrier; the split set is not
+                // read by a pending wgmma (the loop's protocol).
+                unsafe {
+                    let (hi, lo) = split4(ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4)));
+                    st_shared_v4_f32(to.offset_bytes(A_HI + at), hi);
+                    st_shared_v4_f32(to.offset_bytes(A_LO + at), lo);
+                    let b_at = |i: u32| raw.offset_bytes(stage + A_RAW + ((4 * c + i) * B_LD + r) * 4);
+                    let (hi, lo) = split4(F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32)))));
+                    st_shared_v4_f32(to.offset_bytes(B_HI + at), hi);
+                    st_shared_v4_f32(to.offset_bytes(B_LO + at), lo);
+                }
+            }
+            fence_proxy_async_shared();
+        };
+        // Splits a raw stage into a split set; returns whether this thread scaled its line.
+        let split = #[inline(always)]
+        |stage: u32, set: u32| -> bool {
+            if SCALED {
+                split_scaled(stage, set)
+            } else {
+                split_plain(stage, set);
+                false
+            }
+        };
+        // The block-wide barrier that ends a split: returns whether any thread scaled its line.
+        let barrier = #[inline(always)]
+        |scaled: bool| -> bool {
+            // SAFETY: every thread reaches it (the loop is uniform).
+            if SCALED {
+                unsafe { bar_red_or(scaled) }
+            } else {
+                sync_threads();
+                false
+            }
         };
 
         // Warpgroup w multiplies rows 64 w..64 w + 64 of the tile: its part of each A half starts
@@ -319,12 +359,7 @@ mod device_code {
         // SAFETY: waiting has no preconditions.
         unsafe { cp_async_wait_group::<1>() };
         sync_threads();
-        let scaled = split(0, 0);
-        // SAFETY: every thread reaches it.
-        let mut scaled = SCALED && unsafe { bar_red_or(scaled) };
-        if !SCALED {
-            sync_threads();
-        }
+        let mut scaled = barrier(split(0, 0));
 
         let mut acc = [0.0f32; 64];
         let mut step = [0.0f32; 64];
@@ -351,12 +386,7 @@ mod device_code {
             // SAFETY: the whole warpgroup waits together.
             unsafe { wgmma_wait_group::<0>(&mut step) };
             add_step(&mut acc, &step, this_set, scaled);
-            if SCALED {
-                // SAFETY: every thread reaches it (the loop is uniform).
-                scaled = unsafe { bar_red_or(scaled_next) };
-            } else {
-                sync_threads();
-            }
+            scaled = barrier(scaled_next);
         }
         // Drain the (zero-filled) copies still in flight.
         // SAFETY: as above.
@@ -381,13 +411,7 @@ mod device_code {
         // SAFETY: the verdict's address (the contract), written by a kernel before this one.
         let scaled = params.range == 0 || unsafe { *(params.range as *const u32) } != 0;
         // SAFETY: the contract; a clear verdict proves every element in the window.
-        unsafe {
-            if scaled {
-                gemm::<true>(params.member())
-            } else {
-                gemm::<false>(params.member())
-            }
-        }
+        unsafe { if scaled { gemm::<true>(params.member()) } else { gemm::<false>(params.member()) } }
     }
 
     crate::infra::params::gemm_params_entry! {
