@@ -6,13 +6,20 @@
 
 use std::io::Write;
 
-use sgemm::{Backend, Engine, MatMut, MatRef, Precision};
+use sgemm::{Backend, Engine, MatMut, MatRef, Precision, gpu};
 use sgemm_check::magnitudes;
 
 /// Odd sizes: edges in every tile, `K` not a multiple of 4 (the tensor-core kernels pad it).
 const SHAPE: (usize, usize, usize) = (131, 97, 203);
 /// A small grid with a deep `K`: the GPU splits `K` across blocks.
 const DEEP: (usize, usize, usize) = (67, 129, 1001);
+/// The tile kernels the automatic choice picks among on the GPU, each run by name on every
+/// case: by itself, the choice would run the small-product kernel on shapes this small.
+const GPU_TILE_KERNELS: [&str; 3] = [gpu::ACCURATE_KERNEL, gpu::STRICT_KERNEL, gpu::SMALL_TILE_KERNEL];
+/// Shapes the automatic choice gives to its kernels for few rows and for matrix-vector
+/// products.
+const FEW_ROWS: (usize, usize, usize) = (7, 131, 203);
+const VECTOR: (usize, usize, usize) = (1, 97, 1001);
 
 fn check(engine: &Engine, shape: (usize, usize, usize), what: &str) {
     let (failures, outcomes) =
@@ -50,8 +57,15 @@ fn every_gpu_precision_keeps_f32_accuracy_at_every_magnitude() {
     };
     for precision in [Precision::Accurate, Precision::Strict] {
         let engine = engine.clone().with_precision(precision);
-        for shape in [SHAPE, DEEP] {
+        for shape in [SHAPE, DEEP, FEW_ROWS, VECTOR] {
             check(&engine, shape, &format!("gpu {precision:?}"));
+        }
+    }
+    let names = engine.kernel_names();
+    for name in GPU_TILE_KERNELS.into_iter().filter(|name| names.contains(name)) {
+        let engine = engine.clone().with_kernel(name).unwrap();
+        for shape in [SHAPE, DEEP] {
+            check(&engine, shape, &format!("gpu {name}"));
         }
     }
 }

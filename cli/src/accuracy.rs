@@ -1,5 +1,5 @@
 //! `gemm accuracy`: the magnitude suite (`sgemm_check::magnitudes`) on each precision policy
-//! of the backend, beside cuBLAS FP32 on the GPU (feature `cublas`) and the plain `f32` loop,
+//! of the backend and on kernels named with `--kernels`, beside cuBLAS FP32 on the GPU (feature `cublas`) and the plain `f32` loop,
 //! as a table of normalized errors per case.
 
 use clap::Args;
@@ -23,13 +23,21 @@ pub struct AccuracyArgs {
     /// Also measure cuBLAS SGEMM (FP32, no TF32) on the same inputs (GPU, feature `cublas`).
     #[arg(long)]
     peer: bool,
+    /// Kernels to measure by name beside the policies, comma-separated (each its own column):
+    /// on small shapes the policies run the small-product kernels, so `--kernels warpgroup`
+    /// shows the tensor-core kernel's own errors.
+    #[arg(long, value_delimiter = ',')]
+    kernels: Vec<String>,
 }
 
 /// Prints the table; `Ok(false)` when a policy fails a case (see `Outcome::passes`).
 pub fn accuracy(args: &AccuracyArgs) -> Result<bool, Error> {
     let engine = crate::open(args.backend)?;
     let policies = [Precision::Accurate, Precision::Strict];
-    let engines: Vec<Engine> = policies.iter().map(|&p| engine.clone().with_precision(p)).collect();
+    let mut engines: Vec<Engine> = policies.iter().map(|&p| engine.clone().with_precision(p)).collect();
+    for name in &args.kernels {
+        engines.push(engine.clone().with_kernel(name)?);
+    }
     #[cfg(feature = "cublas")]
     let cublas = match (args.peer, engine.gpu()) {
         (true, Some(gpu)) => Some((gpu, crate::cublas::Cublas::new(gpu)?)),
@@ -42,6 +50,9 @@ pub fn accuracy(args: &AccuracyArgs) -> Result<bool, Error> {
     let n = args.size;
     println!("normalized error |c - ref| / (u sum|a||b|), u = 2^-24, {n}x{n}x{n}; * marks a failure");
     print!("{:<36} {:>11} {:>11}", "case", "accurate", "strict");
+    for name in &args.kernels {
+        print!(" {name:>11}");
+    }
     if args.peer {
         print!(" {:>11}", "cublas");
     }
