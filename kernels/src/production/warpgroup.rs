@@ -23,6 +23,15 @@
 //!    sum of thousands of terms grew the error 15 times beyond `f32`'s (`tensor_core`); a
 //!    32-deep tile is the span they accumulate here.
 //!
+//! Two versions of this loop are compiled, and the kernel picks one when it starts:
+//! - *plain*, when the [range check](crate::production::range_check) that the host runs first
+//!   found every element of `A` and `B` inside its window, where the split is exact as it is:
+//!   each thread splits half a row of the `A` tile and half a column of the `B` tile;
+//! - *scaled* otherwise (inputs near the edges of the `f32` range, infinities, NaN): each
+//!   thread splits a whole row or column, scaled by a power of two chosen from its largest
+//!   magnitude, and the step is scaled back as it is added
+//!   ([`scaling`](crate::production::scaling)).
+//!
 //! Block: 128 x 128 of `C`, two warpgroups of 64 x 128 each; shared memory: 2 raw stages
 //! (`A` rows padded to 36 floats, `B` rows to 136, so the split reads are conflict-free) and 2
 //! split sets of 64 KiB, 198 KiB in all, one block per SM. Non-finite results are recomputed
