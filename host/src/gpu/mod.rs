@@ -185,6 +185,12 @@ pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 /// measured in `docs/performance-notes.md`).
 pub const SMALL_K: usize = 128;
 
+/// The least `m n / (m + n)` (half the flops of a GEMM per element of `A` and `B`) for which a
+/// range-checked kernel gets the range check: below it, one pass over the operands costs more
+/// than the search for each tile's largest magnitudes that the kernel makes without a verdict
+/// (the crossing is measured in `docs/performance-notes.md`).
+pub const RANGE_CHECK_MIN_WORK: usize = 640;
+
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
 
@@ -547,10 +553,11 @@ impl Gpu {
         let (b_buf, ldb, b_step) =
             b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
-        // The range check of what the kernel reads (a range-checked kernel is vec4_only, so its
-        // operands are 16-byte rows as the check reads them; of B, the `n` columns that reach
-        // C); the verdict is freed after the launches, in stream order.
-        let verdict = if kernel.spec.range_checked {
+        // The range check of what the kernel reads, when it costs less than the kernel's own
+        // search (a range-checked kernel is vec4_only, so its operands are 16-byte rows as the
+        // check reads them; of B, the `n` columns that reach C); the verdict is freed after the
+        // launches, in stream order.
+        let verdict = if kernel.spec.range_checked && m * n >= RANGE_CHECK_MIN_WORK * (m + n) {
             let a = range::Operand { buf: a_buf.slice(..), rows: m, cols: k, ld: lda, step: a_step };
             let b = range::Operand { buf: b_buf.slice(..), rows: k, cols: n, ld: ldb, step: b_step };
             Some(self.check_range(batch, [a, b])?)
