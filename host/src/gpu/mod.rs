@@ -189,7 +189,7 @@ pub const SMALL_K: usize = 128;
 /// range-checked kernel gets the range check: below it, one pass over the operands costs more
 /// than the search for each tile's largest magnitudes that the kernel makes without a verdict
 /// (the crossing is measured in `docs/performance-notes.md`).
-pub const RANGE_CHECK_MIN_WORK: usize = 640;
+pub const RANGE_CHECK_MIN_WORK: usize = 700;
 
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
