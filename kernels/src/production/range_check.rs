@@ -110,6 +110,7 @@ mod device_code {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::production::warpgroup::round_tf32;
 
     /// The exponent of a normal `f32`.
     fn exponent(x: f32) -> i32 {
@@ -136,11 +137,10 @@ mod tests {
         );
     }
 
-    /// The split of the `warpgroup` kernel (`tf32` rounds the low 13 bits to nearest).
+    /// The split of the `warpgroup` kernel.
     fn split(x: f32) -> (f32, f32) {
-        let tf32 = |x: f32| f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000);
-        let hi = tf32(x);
-        (hi, tf32(x - hi))
+        let hi = round_tf32(x);
+        (hi, round_tf32(x - hi))
     }
 
     #[test]

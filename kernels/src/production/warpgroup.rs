@@ -93,9 +93,21 @@ const _: () = assert!(
     "each thread copies four 16-byte pieces of each operand per tile and splits one row of A or one column of B"
 );
 
+/// `x` rounded to TF32, to nearest with ties away from zero, as an `f32` whose low 13 mantissa
+/// bits are zero: adding half a TF32 unit to the bits carries into the kept ones exactly when
+/// the dropped ones are at least half a unit (into the exponent too, which is how a value rounds
+/// up to the next binade or to infinity). Two integer instructions, where `cvt.rna.tf32.f32` is
+/// four on sm_90. A NaN must be `f32::NAN` (payload `0x40_0000`): one with the top payload bits
+/// set (`0x7fff_ffff`, the NaN that GPU arithmetic makes) would carry into the sign and come out
+/// zero. (Outside the device code so that host tests can split values exactly as the kernel.)
+#[inline(always)]
+pub const fn round_tf32(x: f32) -> f32 {
+    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
+}
+
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 mod device_code {
-    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS};
+    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, round_tf32};
     use crate::infra::device::*;
     use crate::infra::params::GemmParams;
     use crate::infra::ptx::{
@@ -122,18 +134,6 @@ mod device_code {
     #[inline(always)]
     fn core_offset(r: u32, c: u32) -> u32 {
         (r / 8) * MN_STRIDE + c * K_STRIDE + (r % 8) * 16
-    }
-
-    /// `x` rounded to TF32, to nearest with ties away from zero, as an `f32` whose low 13
-    /// mantissa bits are zero: adding half a TF32 unit to the bits carries into the kept ones
-    /// exactly when the dropped ones are at least half a unit (into the exponent too, which
-    /// is how a value rounds up to the next binade or to infinity). Two integer instructions,
-    /// where `cvt.rna.tf32.f32` is four on sm_90. A NaN must be `f32::NAN` (payload `0x40_0000`):
-    /// one with the top payload bits set (`0x7fff_ffff`, the NaN that GPU arithmetic makes)
-    /// would carry into the sign and come out zero.
-    #[inline(always)]
-    fn round_tf32(x: f32) -> f32 {
-        f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
     }
 
     /// Four values split into `(hi, lo)`: `hi = tf32(x)`, `lo = tf32(x - hi)` (`x - hi` is exact).
@@ -296,8 +296,8 @@ mod device_code {
         // The block-wide barrier that ends a split: returns whether any thread scaled its line.
         let barrier = #[inline(always)]
         |scaled: bool| -> bool {
-            // SAFETY: every thread reaches it (the loop is uniform).
             if SCALED {
+                // SAFETY: every thread reaches it (the loop is uniform).
                 unsafe { bar_red_or(scaled) }
             } else {
                 sync_threads();
