@@ -33,6 +33,10 @@ pub enum Scale {
     /// `2^-e_p`, `e_p` from `-e_max..=e_max`; every product keeps its magnitude, but each row of
     /// `A` and column of `B` spans `2 e_max` binades.
     Inner(i32),
+    /// The middle row (of `A`) or column (of `B`) times `2^e`, the others as drawn: a kernel
+    /// that decides per tile how to multiply meets one line that needs care among many that do
+    /// not.
+    Line(i32),
     /// Every entry in `+-[2^e, 2^(e + 1))` (a uniform mantissa and sign): one binade, with no
     /// entry near zero.
     Binade(i32),
@@ -68,6 +72,7 @@ impl Case {
         match a_scale {
             Scale::All(f) => a.iter_mut().for_each(|x| *x *= f),
             Scale::Binade(e) => a.iter_mut().for_each(|x| binade(x, e)),
+            Scale::Line(e) => a.iter_mut().skip(m / 2 * k).take(k).for_each(|x| *x *= 2f64.powi(e)),
             Scale::Lines(e) => {
                 let rows = exponents(m, e);
                 a.iter_mut().enumerate().for_each(|(i, x)| *x *= rows[i / k]);
@@ -81,6 +86,10 @@ impl Case {
         match b_scale {
             Scale::All(f) => b.iter_mut().for_each(|x| *x *= f),
             Scale::Binade(e) => b.iter_mut().for_each(|x| binade(x, e)),
+            Scale::Line(e) => {
+                let line = b.iter_mut().enumerate().filter(|(i, _)| i % n == n / 2);
+                line.for_each(|(_, x)| *x *= 2f64.powi(e));
+            }
             Scale::Lines(e) => {
                 let cols = exponents(n, e);
                 b.iter_mut().enumerate().for_each(|(i, x)| *x *= cols[i % n]);
@@ -95,9 +104,9 @@ impl Case {
 /// The cases at shape `(m, n, k)`: every decade of `A` alone (`B` in `(-1, 1)`), of `B`
 /// alone, of both on reciprocal scales (`A 10^d`, `B 10^-d`) and on the same scale (as far as
 /// the products stay finite), values up to `f32::MAX`, all-subnormal operands, rows and
-/// columns on scales of their own, a scaled inner dimension, and operands of one binade each
+/// columns on scales of their own, one row or column on a scale of its own, a scaled inner dimension, and operands of one binade each
 /// at and just past the edges of the window inside which the tensor-core kernel needs no
-/// scaling (`sgemm_kernels::production::range_check`). `step` thins the decades (1: every
+/// scaling (`sgemm_kernels::production::window`). `step` thins the decades (1: every
 /// decade).
 pub fn cases((m, n, k): (usize, usize, usize), step: usize) -> Vec<Case> {
     let shape = (m, n, k);
@@ -129,6 +138,9 @@ pub fn cases((m, n, k): (usize, usize, usize), step: usize) -> Vec<Case> {
         push(format!("rows of A 2^+-{e}"), Scale::Lines(e), Scale::All(1.0));
         push(format!("columns of B 2^+-{e}"), Scale::All(1.0), Scale::Lines(e));
     }
+    push("the middle row of A 2^-120".into(), Scale::Line(-120), Scale::All(1.0));
+    push("the middle column of B 2^-120".into(), Scale::All(1.0), Scale::Line(-120));
+    push("the middle row of A, column of B 2^-60".into(), Scale::Line(-60), Scale::Line(-60));
     for e in [20, 60] {
         push(format!("inner dimension 2^+-{e}"), Scale::Inner(e), Scale::All(1.0));
     }

@@ -45,18 +45,18 @@ pub mod infra {
 }
 
 /// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
-/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range
-/// and the `range_check` that lets it skip scaling on data that does not need it),
+/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range,
+/// run only where the `window` check finds data that needs it),
 /// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128), `vector`
 /// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all three f32 FMAs.
 pub mod production {
     pub mod few_rows;
-    pub mod range_check;
     pub mod scaling;
     pub mod small_tile;
     pub mod split_k;
     pub mod vector;
     pub mod warpgroup;
+    pub mod window;
 }
 
 /// The non-GEMM kernels the host runs around a GEMM: `C = beta C` (`scale`), copies of

@@ -13,7 +13,6 @@
 mod batched;
 mod device_matrix;
 mod pinned;
-mod range;
 
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
@@ -22,15 +21,14 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr,
-    DeviceSlice, DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice,
+    DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use sgemm_kernels::helpers::pad::{self, PadParams};
 use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
-use sgemm_kernels::production::range_check;
 use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::{few_rows, small_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
@@ -154,7 +152,6 @@ struct Loaded {
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
-    range_check: GpuKernel,
     split_k_reduce: GpuKernel,
     info: DeviceInfo,
 }
@@ -184,12 +181,6 @@ pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 /// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
 /// measured in `docs/performance-notes.md`).
 pub const SMALL_K: usize = 128;
-
-/// The least `m n / (m + n)` (half the flops of a GEMM per element of `A` and `B`) for which a
-/// range-checked kernel gets the range check: below it, one pass over the operands costs more
-/// than the search for each tile's largest magnitudes that the kernel makes without a verdict
-/// (the crossing is measured in `docs/performance-notes.md`).
-pub const RANGE_CHECK_MIN_WORK: usize = 700;
 
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
@@ -251,7 +242,6 @@ impl Gpu {
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
-        let range_check = load(range_check::SPEC)?;
         let split_k_reduce = load(split_k::REDUCE)?;
         let info = DeviceInfo {
             name,
@@ -285,7 +275,6 @@ impl Gpu {
             scale_c,
             transpose,
             pad,
-            range_check,
             split_k_reduce,
             info,
         };
@@ -553,28 +542,13 @@ impl Gpu {
         let (b_buf, ldb, b_step) =
             b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
-        // The range check of what the kernel reads, when it costs less than the kernel's own
-        // search (a range-checked kernel is vec4_only, so its operands are 16-byte rows as the
-        // check reads them; of B, the `n` columns that reach C); the verdict is freed after the
-        // launches, in stream order.
-        let verdict = if kernel.spec.range_checked && m * n >= RANGE_CHECK_MIN_WORK * (m + n) {
-            let a = range::Operand { buf: a_buf.slice(..), rows: m, cols: k, ld: lda, step: a_step };
-            let b = range::Operand { buf: b_buf.slice(..), rows: k, cols: n, ld: ldb, step: b_step };
-            Some(self.check_range(batch, [a, b])?)
-        } else {
-            None
-        };
-        let (range, _record) = verdict.as_ref().map_or((0, None), |v| {
-            let (address, record) = v.device_ptr(&self.loaded.stream);
-            (address, Some(record))
-        });
         // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
         // its members fill the grid instead, in one launch.
         if kernel.spec.splits_k && batch == 1 {
             let slices = self.k_slices(&kernel.spec, m, n, k);
             if slices > 1 {
                 let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
-                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, (aligned, range));
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
@@ -596,7 +570,6 @@ impl Gpu {
                 a_step: steps[0],
                 b_step: steps[1],
                 c_step: steps[2],
-                range,
             };
             // SAFETY: for each member from z0 on, from row r0 on, A holds `rows x k` (lda) and
             // C `rows x n` (ldc), B holds `k x n` (ldb) (spans of the whole batch checked with
@@ -633,7 +606,6 @@ impl Gpu {
     /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
     /// launch (`gridDim.z = slices`), then the reduction, which adds the partials in order,
     /// multiplies the few leftover columns (`k - slices * depth < 4 * slices`) and updates `C`.
-    /// `aligned` and `range` are [`enqueue_members`](Self::enqueue_members)'s.
     #[allow(clippy::too_many_arguments)]
     fn split_k(
         &self,
@@ -645,7 +617,7 @@ impl Gpu {
         (b, ldb): (CudaView<f32>, usize),
         beta: f32,
         (c, ldc): (CudaViewMut<f32>, usize),
-        (aligned, range): (bool, u64),
+        aligned: bool,
     ) -> Result<()> {
         let depth = k / slices / 4 * 4;
         let done = slices * depth;
@@ -674,7 +646,6 @@ impl Gpu {
             a_step: depth as u64,
             b_step: (depth * ldb) as u64,
             c_step: (m * n) as u64,
-            range,
         };
         // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
@@ -968,7 +939,6 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sgemm_kernels::production::range_check::RangeParams;
 
     /// Records the PTX type of each parameter a struct pushes.
     struct PtxTypes(Vec<&'static str>);
@@ -1036,9 +1006,7 @@ mod tests {
             a_step: 0,
             b_step: 0,
             c_step: 0,
-            range: 0,
         });
-        let range = pushed(&mut RangeParams { rows: 0, cols: 0, x: (), ld: 0, step: 0, verdict: 0 });
         let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0, c_step: 0 });
         let pad = pushed(&mut PadParams {
             rows: 0,
@@ -1088,7 +1056,6 @@ mod tests {
                     let expected = match name.as_str() {
                         n if n == scale::SPEC.entry => &scale,
                         n if n == pad::SPEC.entry => &pad,
-                        n if n == range_check::SPEC.entry => &range,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
                         n if n == vector::SPEC.entry || n == few_rows::SPEC.entry => &gemm,

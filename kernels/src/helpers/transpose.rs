@@ -27,7 +27,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: TILE * SMEM_LD * 4,
     min_blocks_per_sm: 0,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Production,

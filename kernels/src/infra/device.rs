@@ -257,7 +257,7 @@ impl GemmParams<*const f32, *mut f32> {
     /// This block's member of the batch (`blockIdx.z`).
     #[inline(always)]
     pub fn member(self) -> GemmArgs {
-        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step, .. } = self;
+        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step } = self;
         GemmArgs {
             m,
             n,
@@ -299,7 +299,7 @@ macro_rules! gemm_entry {
             /// and leading dimensions in every member of the batch, each `C` apart from every
             /// other matrix, launched with this module's `SPEC`.
             #[cfg($cfg)]
-            $name => (|params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
+            $name => (#[inline(always)] |params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
                 $body(params.member())
             })
         }

@@ -37,11 +37,6 @@ pub struct KernelSpec {
     /// entries take one more parameter after `ldc`, the slice depth, and write partial
     /// products to the `c` they are given.
     pub splits_k: bool,
-    /// Whether the kernel reads the verdict of a [range check](crate::production::range_check)
-    /// of `A` and `B` (the GEMM parameter `range`): the host then runs the check before it and
-    /// passes the verdict's address. Only with [`vec4_only`](Self::vec4_only), whose operands
-    /// the check reads as they are.
-    pub range_checked: bool,
     /// Whether [`entry`](Self::entry) itself uses 16-byte loads of `A` and `B` (there is no
     /// scalar variant): the host then hands it `A` and `B` with leading dimensions and row
     /// lengths that are multiples of 4, copying an operand into a zero-padded buffer when it
@@ -119,7 +114,6 @@ impl KernelSpec {
             smem_bytes: 0,
             min_blocks_per_sm: 0,
             splits_k: false,
-            range_checked: false,
             vec4_only: false,
             arch: None,
             module: Module::Production,
@@ -174,13 +168,6 @@ mod tests {
                 assert_ne!(a.entry, b.entry);
                 assert!(a.vec4_entry.is_none() || a.vec4_entry != b.vec4_entry);
             }
-        }
-    }
-
-    #[test]
-    fn range_checked_kernels_read_16_byte_rows() {
-        for spec in GEMM_KERNELS {
-            assert!(!spec.range_checked || spec.vec4_only, "{}", spec.name);
         }
     }
 

@@ -115,11 +115,9 @@ kernel_params! { $ gemm_params_entry,
     /// Every GEMM kernel's parameters: `C = alpha * A * B + beta * C` for each member of a
     /// batch (see [Batches](self#batches)) with a row-major `A` (`m x k`, `lda`), `B`
     /// (`k x n`, `ldb`) and `C` (`m x n`, `ldc`). Split-K launches pass a slice's depth as `k`
-    /// (see [`split_k`](crate::production::split_k)). `range` is the device address of the
-    /// verdict of a [range check](crate::production::range_check) of every member's `A` and
-    /// `B`, or 0 when none ran; only the kernels whose `KernelSpec::range_checked` is set read it.
+    /// (see [`split_k`](crate::production::split_k)).
     GemmParams<In, Out> {
         m: u32, n: u32, k: u32, alpha: f32, a: In, lda: u32, b: In, ldb: u32, beta: f32, c: Out, ldc: u32,
-        a_step: u64, b_step: u64, c_step: u64, range: u64,
+        a_step: u64, b_step: u64, c_step: u64,
     }
 }

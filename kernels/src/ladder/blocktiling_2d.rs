@@ -31,7 +31,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: (BM * BK + BK * BN) * 4,
     min_blocks_per_sm: 0,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -43,7 +43,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -21,7 +21,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: 0,
     min_blocks_per_sm: 0,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -56,7 +56,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -71,7 +71,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 2,
     splits_k: true,
-    range_checked: false,
     vec4_only: true,
     arch: None,
     module: Module::Ladder,

@@ -21,7 +21,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R, WARPS_N as usize), WARPS_N as usize),
     min_blocks_per_sm: 1,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

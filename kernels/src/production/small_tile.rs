@@ -37,7 +37,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R, WN), WN),
     min_blocks_per_sm: 4,
     splits_k: true,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Production,

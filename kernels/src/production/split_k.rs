@@ -29,7 +29,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_split_k_vec4"),
     summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
     splits_k: true,
-    range_checked: false,
     module: Module::Production,
     ..crate::ladder::double_buffering::SPEC
 };

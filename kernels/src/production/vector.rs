@@ -32,7 +32,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: LANES * (LANES + 1) * 4,
     min_blocks_per_sm: 0,
     splits_k: false,
-    range_checked: false,
     vec4_only: false,
     arch: None,
     module: Module::Production,

@@ -23,13 +23,14 @@
 //!    sum of thousands of terms grew the error 15 times beyond `f32`'s (`tensor_core`); a
 //!    32-deep tile is the span they accumulate here.
 //!
-//! Two versions of this loop are compiled, and the kernel picks one when it starts:
-//! - *plain*, when the [range check](crate::production::range_check) that the host runs first
-//!   found every element of `A` and `B` inside its window, where the split is exact as it is:
-//!   each thread splits half a row of the `A` tile and half a column of the `B` tile;
-//! - *scaled* otherwise (inputs near the edges of the `f32` range, infinities, NaN): each
-//!   thread splits a whole row or column, scaled by a power of two chosen from its largest
-//!   magnitude, and the step is scaled back as it is added
+//! Two versions of this loop are compiled, and a block runs one or both:
+//! - *plain* first: each thread splits half a row of the `A` tile and half a column of the `B`
+//!   tile as they are, and checks each value against the [window](crate::production::window)
+//!   where that split is exact. At the end the block votes; when every value it read was in the
+//!   window, its accumulators are the product.
+//! - *scaled* when not (inputs near the edges of the `f32` range, infinities, NaN): the block
+//!   multiplies its tile again, each thread splitting a whole row or column scaled by a power of
+//!   two chosen from its largest magnitude, and the step is scaled back as it is added
 //!   ([`scaling`](crate::production::scaling)).
 //!
 //! Block: 128 x 128 of `C`, two warpgroups of 64 x 128 each; shared memory: 2 raw stages
@@ -81,7 +82,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS,
     min_blocks_per_sm: 1,
     splits_k: true,
-    range_checked: true,
     vec4_only: true,
     arch: Some("sm_90a"),
     module: Module::Production,
@@ -109,7 +109,6 @@ pub const fn round_tf32(x: f32) -> f32 {
 mod device_code {
     use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, round_tf32};
     use crate::infra::device::*;
-    use crate::infra::params::GemmParams;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
         cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_f32,
@@ -117,6 +116,7 @@ mod device_code {
         wgmma_wait_group,
     };
     use crate::production::scaling;
+    use crate::production::window::WindowCheck;
 
     /// Byte offsets of the four halves in a split set.
     const A_HI: u32 = 0;
@@ -146,17 +146,19 @@ mod device_code {
         (F32x4(hi), F32x4(core::array::from_fn(|i| round_tf32(x.0[i] - hi[i]))))
     }
 
-    /// The GEMM of this block's batch member (a product, or a K slice of one: see
-    /// [`split_k`](crate::production::split_k)), with each tile's rows and columns scaled
-    /// (module [`scaling`]) when `SCALED`, as they are when not.
+    /// Multiplies this block's tile of its batch member (a product, or a K slice of one: see
+    /// [`split_k`](crate::production::split_k)) into `acc` (this thread's fragment of the
+    /// tile), with each tile's rows and columns scaled (module [`scaling`]) when `SCALED`, as
+    /// they are when not. Returns whether `acc` is the product: always when `SCALED`; without,
+    /// only when every element of the `A` rows and `B` columns the block multiplied is in the
+    /// [window](crate::production::window) (the same answer in every thread of the block).
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); without `SCALED`, every
-    /// element of `A` and `B` is in the range check's window
-    /// ([`in_window`](crate::production::range_check::in_window)).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); every thread of the
+    /// block calls it together.
     #[inline(always)]
-    unsafe fn gemm<const SCALED: bool>(args: GemmArgs) {
-        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
+    unsafe fn multiply<const SCALED: bool>(args: &GemmArgs, acc: &mut [f32; 64]) -> bool {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
         let tid = thread_x();
         let (row0, col0) = (block_y() * BM, block_x() * BN);
 
@@ -262,8 +264,12 @@ mod device_code {
         // The split without scaling, shared evenly: thread tid takes row (of A) and column (of
         // B) r and the pieces c = tid / 128 + 2 j along K, so both warpgroups issue the same
         // loads (one 16-byte and four 4-byte per piece) and reach the barrier together. The same
-        // reads and writes as above for each piece: no bank conflicts.
-        let split_plain = #[inline(always)]
+        // reads and writes as above for each piece: no bank conflicts. Each value goes to the
+        // window checks: of A (rows past m are zero-filled), and of B (columns past n may hold
+        // anything, so that check counts only for a column inside C).
+        let (mut a_window, mut b_window) = (WindowCheck::new(), WindowCheck::new());
+        let b_live = col0 + r < n;
+        let mut split_plain = #[inline(always)]
         |stage: u32, set: u32| {
             let to = base.offset_bytes(set);
             for j in 0..BK / 8 {
@@ -272,11 +278,19 @@ mod device_code {
                 // SAFETY: the raw stage was published by the last barrier; the split set is not
                 // read by a pending wgmma (the loop's protocol).
                 unsafe {
-                    let (hi, lo) = split4(ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4)));
+                    let x = ld_shared_v4_f32(raw.offset_bytes(stage + (r * A_LD + 4 * c) * 4));
+                    for &v in &x.0 {
+                        a_window.see(v);
+                    }
+                    let (hi, lo) = split4(x);
                     st_shared_v4_f32(to.offset_bytes(A_HI + at), hi);
                     st_shared_v4_f32(to.offset_bytes(A_LO + at), lo);
                     let b_at = |i: u32| raw.offset_bytes(stage + A_RAW + ((4 * c + i) * B_LD + r) * 4);
-                    let (hi, lo) = split4(F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32)))));
+                    let x = F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32))));
+                    for &v in &x.0 {
+                        b_window.see(v);
+                    }
+                    let (hi, lo) = split4(x);
                     st_shared_v4_f32(to.offset_bytes(B_HI + at), hi);
                     st_shared_v4_f32(to.offset_bytes(B_LO + at), lo);
                 }
@@ -284,7 +298,7 @@ mod device_code {
             fence_proxy_async_shared();
         };
         // Splits a raw stage into a split set; returns whether this thread scaled its line.
-        let split = #[inline(always)]
+        let mut split = #[inline(always)]
         |stage: u32, set: u32| -> bool {
             if SCALED {
                 split_scaled(stage, set)
@@ -370,7 +384,7 @@ mod device_code {
         sync_threads();
         let mut scaled = barrier(split(0, 0));
 
-        let mut acc = [0.0f32; 64];
+        *acc = [0.0f32; 64];
         let mut step = [0.0f32; 64];
         let tiles = k.div_ceil(BK);
         let (mut stage, mut set) = (0, 0);
@@ -394,13 +408,34 @@ mod device_code {
             }
             // SAFETY: the whole warpgroup waits together.
             unsafe { wgmma_wait_group::<0>(&mut step) };
-            add_step(&mut acc, &step, this_set, scaled);
+            add_step(acc, &step, this_set, scaled);
             scaled = barrier(scaled_next);
         }
         // Drain the (zero-filled) copies still in flight.
         // SAFETY: as above.
         unsafe { cp_async_wait_group::<0>() };
+        // SAFETY: every thread reaches it (the loop is uniform).
+        SCALED || !unsafe { bar_red_or(!(a_window.holds() && (b_window.holds() || !b_live))) }
+    }
 
+    /// The GEMM of this block's tile: [`multiply`] without scaling, then with it if that was not
+    /// exact; then the epilogue, which recomputes non-finite outputs with `f32` FMAs.
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    #[inline(always)]
+    unsafe fn gemm(args: GemmArgs) {
+        let mut acc = [0.0f32; 64];
+        // SAFETY: the contract; every thread runs both calls, or neither of the second.
+        unsafe {
+            if !multiply::<false>(&args, &mut acc) {
+                multiply::<true>(&args, &mut acc);
+            }
+        }
+        let tid = thread_x();
+        let (row0, col0) = (block_y() * BM, block_x() * BN);
+        let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
+        let (g, t4) = (lane / 4, lane % 4);
         for (i, &x) in acc.iter().enumerate() {
             let (j, e) = (i as u32 / 4, i as u32 % 4);
             let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
@@ -410,31 +445,11 @@ mod device_code {
         }
     }
 
-    /// [`gemm`] scaled, unless the range check ran and found every element in its window.
-    ///
-    /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `range` is 0 or the
-    /// address of a range check's verdict on every member's `A` and `B` as given.
-    #[inline(always)]
-    unsafe fn checked_gemm(params: GemmParams<*const f32, *mut f32>) {
-        // SAFETY: the verdict's address (the contract), written by a kernel before this one.
-        let scaled = params.range == 0 || unsafe { *(params.range as *const u32) } != 0;
-        // SAFETY: the contract; a clear verdict proves every element in the window.
-        unsafe { if scaled { gemm::<true>(params.member()) } else { gemm::<false>(params.member()) } }
-    }
-
-    crate::infra::params::gemm_params_entry! {
+    gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
         /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
-        ///
-        /// # Safety
-        /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
-        /// and leading dimensions in every member of the batch, each `C` apart from every
-        /// other matrix, launched with this module's `SPEC`; `range` 0 or the address of a
-        /// range check's verdict on every member's `A` and `B`.
-        #[cfg(not(feature = "ladder"))]
-        sgemm_warpgroup => checked_gemm
+        sgemm_warpgroup => gemm
     }
 }
