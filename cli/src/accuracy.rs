@@ -17,6 +17,9 @@ pub struct AccuracyArgs {
     /// The shape: M, N and K of every case.
     #[arg(long, default_value_t = 512)]
     size: usize,
+    /// A shape other than a cube, `MxNxK` (instead of --size).
+    #[arg(long, conflicts_with = "size", value_parser = parse_shape)]
+    shape: Option<(usize, usize, usize)>,
     /// Every STEP-th decade of the magnitude sweep.
     #[arg(long, default_value_t = 1)]
     step: usize,
@@ -28,6 +31,14 @@ pub struct AccuracyArgs {
     /// shows the tensor-core kernel's own errors.
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
+}
+
+/// `--shape`: one `MxNxK`.
+fn parse_shape(spec: &str) -> Result<(usize, usize, usize), String> {
+    match crate::bench::parse_shapes(spec)?[..] {
+        [shape] => Ok(shape),
+        _ => Err(format!("`{spec}` is more than one shape")),
+    }
 }
 
 /// Prints the table; `Ok(false)` when a policy fails a case (see `Outcome::passes`).
@@ -48,7 +59,8 @@ pub fn accuracy(args: &AccuracyArgs) -> Result<bool, Error> {
         return Err(Error::NoGpu("--peer needs gemm built with `--features cublas`".into()));
     }
     let n = args.size;
-    println!("normalized error |c - ref| / (u sum|a||b|), u = 2^-24, {n}x{n}x{n}; * marks a failure");
+    let (m, n, k) = args.shape.unwrap_or((n, n, n));
+    println!("normalized error |c - ref| / (u sum|a||b|), u = 2^-24, {m}x{n}x{k}; * marks a failure");
     print!("{:<36} {:>11} {:>11}", "case", "accurate", "strict");
     for name in &args.kernels {
         print!(" {name:>11}");
@@ -59,7 +71,7 @@ pub fn accuracy(args: &AccuracyArgs) -> Result<bool, Error> {
     println!(" {:>11}", "f32 loop");
     let u = f64::from(f32::EPSILON) / 2.0;
     let mut ok = true;
-    for case in magnitudes::cases((n, n, n), args.step.max(1)) {
+    for case in magnitudes::cases((m, n, k), args.step.max(1)) {
         let f32_error = magnitudes::error_of(&case, &magnitudes::f32_loop(&case));
         print!("{:<36}", case.name);
         for engine in &engines {

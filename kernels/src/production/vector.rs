@@ -11,9 +11,12 @@
 //! - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
 //!   rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row).
 //!
-//! Each thread sums its share with one `f32` FMA per product, in order, eight loads ahead; the
-//! 32 partial sums of an output are then added in a fixed order through shared memory, so the
-//! result does not vary from run to run. `C` is not read when `beta == 0`.
+//! Each thread sums its share with one `f32` FMA per product, eight loads ahead: the eight
+//! products of a group into a sum of their own, which is then added to the thread's running
+//! sum. The 32 partial sums of an output are then added pairwise through shared memory. Both
+//! keep the rounding error of an output near that of `log2`-deep sums rather than of one
+//! `k`-long chain (a sequential sum's error grows with its length), and both are fixed orders,
+//! so the result does not vary from run to run. `C` is not read when `beta == 0`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
 
@@ -41,14 +44,16 @@ pub const SPEC: KernelSpec = KernelSpec {
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{LANES, SPEC};
+    const _: () = assert!(LANES.is_power_of_two(), "the pairwise sum halves the partials to one");
     use crate::infra::device::*;
 
     /// Loads ahead of the FMAs: the loads of a group are independent, so they are in flight
     /// together.
     const AHEAD: u32 = 8;
 
-    /// `sum + x[0] y[0] + x[stride] y[stride step] + ...` over `p = first, first + 32, ... < k`,
-    /// one FMA per product in order, where `x(p)` and `y(p)` give the addresses of the factors.
+    /// `x(p) y(p)` summed over `p = first, first + 32, ... < k`, where `x(p)` and `y(p)` give
+    /// the addresses of the factors: one FMA per product, each group of `AHEAD` products summed
+    /// on its own (from its first product, rounded) before it is added to the total.
     ///
     /// # Safety
     /// Every address `x(p)`, `y(p)` for `p < k` is readable.
@@ -65,9 +70,11 @@ mod device_code {
             while p + (AHEAD - 1) * LANES < k {
                 let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * LANES));
                 let ys: [f32; AHEAD as usize] = core::array::from_fn(|i| *y(p + i as u32 * LANES));
-                for i in 0..AHEAD as usize {
-                    sum = fma(xs[i], ys[i], sum);
+                let mut group = xs[0] * ys[0];
+                for i in 1..AHEAD as usize {
+                    group = fma(xs[i], ys[i], group);
                 }
+                sum += group;
                 p += AHEAD * LANES;
             }
             while p < k {
@@ -76,6 +83,19 @@ mod device_code {
             }
         }
         sum
+    }
+
+    /// `LANES` values summed pairwise: neighbours first, then neighbouring pairs, and so on.
+    #[inline(always)]
+    fn pairwise_sum(mut xs: [f32; LANES as usize]) -> f32 {
+        let mut len = xs.len();
+        while len > 1 {
+            len /= 2;
+            for i in 0..len {
+                xs[i] = xs[2 * i] + xs[2 * i + 1];
+            }
+        }
+        xs[0]
     }
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m == 1` or `n == 1`,
@@ -97,7 +117,7 @@ mod device_code {
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
                 if tx == 0 && row < m {
-                    let total = (0..LANES).fold(0.0f32, |t, lane| t + *partials.add(at(ty, lane)));
+                    let total = pairwise_sum(core::array::from_fn(|lane| *partials.add(at(ty, lane as u32))));
                     update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
                 }
             } else {
@@ -110,7 +130,7 @@ mod device_code {
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
                 if ty == 0 && col < n {
-                    let total = (0..LANES).fold(0.0f32, |t, warp| t + *partials.add(at(warp, tx)));
+                    let total = pairwise_sum(core::array::from_fn(|warp| *partials.add(at(warp as u32, tx))));
                     update_c(c.add(col as usize), alpha, total, beta);
                 }
             }
