@@ -86,8 +86,9 @@ pub enum Precision {
     /// gives them. The error stays within the reference BLAS bound (16 `f32::EPSILON` relative
     /// to `|alpha| sum |a||b| + |beta c|`) wherever an `f32` FMA loop's does. On the H100 and
     /// H200 the products run on the tensor cores as three TF32 products per `f32` product, with
-    /// each tile's rows and columns scaled by exact powers of two unless a check of the operands
-    /// proves it unneeded; elsewhere as in [`Strict`](Self::Strict).
+    /// each tile's rows and columns scaled by exact powers of two where the data is near the
+    /// edges of the range (each block checks what it reads); elsewhere as in
+    /// [`Strict`](Self::Strict).
     #[default]
     Accurate,
     /// Every multiply-add is one `f32` fused multiply-add, for callers who need IEEE `f32`
