@@ -58,8 +58,7 @@ pub fn accuracy(args: &AccuracyArgs) -> Result<bool, Error> {
     if args.peer {
         return Err(Error::NoGpu("--peer needs gemm built with `--features cublas`".into()));
     }
-    let n = args.size;
-    let (m, n, k) = args.shape.unwrap_or((n, n, n));
+    let (m, n, k) = args.shape.unwrap_or((args.size, args.size, args.size));
     println!("normalized error |c - ref| / (u sum|a||b|), u = 2^-24, {m}x{n}x{k}; * marks a failure");
     print!("{:<36} {:>11} {:>11}", "case", "accurate", "strict");
     for name in &args.kernels {

@@ -185,13 +185,6 @@ pub const SMALL_K: usize = 128;
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
 
-/// The least depth of a K slice worth its own block (split-K).
-const MIN_SLICE_K: usize = 128;
-/// The same for [`SMALL_TILE_KERNEL`], whose blocks take a quarter of the outputs: its slices
-/// may be half as deep, which also halves each output's chain of `f32` additions (the products
-/// it gets are those that cuBLAS too splits along `K`; the errors are measured in
-/// `docs/performance-notes.md`).
-const MIN_SMALL_TILE_SLICE_K: usize = 64;
 /// The most K slices split-K uses.
 const MAX_SLICES: usize = 16;
 
@@ -590,8 +583,10 @@ impl Gpu {
     ///
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
     /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
-    /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least
-    /// [`MIN_SLICE_K`] deep ([`MIN_SMALL_TILE_SLICE_K`] for [`SMALL_TILE_KERNEL`]).
+    /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least as
+    /// deep as the kernel's tile is tall (`KernelSpec::tile`): a slice's block computes at least
+    /// a cube, and a kernel of smaller tiles takes shallower slices, so shorter chains of
+    /// additions per output.
     pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
         let tiles = tiles(spec, m, n);
         let slots = self.slots(spec);
@@ -600,8 +595,7 @@ impl Gpu {
         }
         let fullness = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(slots) * slots) as f64;
         let mut best = 1;
-        let min_depth = if spec.name == SMALL_TILE_KERNEL { MIN_SMALL_TILE_SLICE_K } else { MIN_SLICE_K };
-        for s in 2..=MAX_SLICES.min(k / min_depth) {
+        for s in 2..=MAX_SLICES.min(k / spec.tile.0 as usize) {
             if fullness(s) > fullness(best) {
                 best = s;
             }

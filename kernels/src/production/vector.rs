@@ -14,9 +14,9 @@
 //! Each thread sums its share with one `f32` FMA per product, eight loads ahead: the eight
 //! products of a group into a sum of their own, which is then added to the thread's running
 //! sum. The 32 partial sums of an output are then added pairwise through shared memory. Both
-//! keep the rounding error of an output near that of `log2`-deep sums rather than of one
-//! `k`-long chain (a sequential sum's error grows with its length), and both are fixed orders,
-//! so the result does not vary from run to run. `C` is not read when `beta == 0`.
+//! shorten the chains of additions an output's rounding errors accumulate along (a chain's
+//! error grows with its length), and both are fixed orders, so the result does not vary from
+//! run to run. `C` is not read when `beta == 0`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
 
