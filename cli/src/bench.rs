@@ -612,7 +612,7 @@ type Contender<'a> = (String, Role<'a>, CpuRun<'a>, Duration);
 /// Times our CPU kernels and, with `with_peers`, every CPU peer, all on `threads` threads; on
 /// one thread, the FMA peak as well.
 ///
-/// Each contender runs once untimed (its result is checked), then the contenders take turns,
+/// Each contender runs twice untimed (the first result is checked), then the contenders take turns,
 /// one timed run each per round, for as many rounds as fit in about ten seconds (7 at least, at
 /// most the GPU schedule). On this 2-core VM, two seconds (3 rounds at n >= 2047, so a mean of
 /// 2 samples) left rows swinging by 5-10% from one sweep to the next. Taking turns matters on a
@@ -651,9 +651,21 @@ fn time_cpu(
         // Every CPU kernel is strict: `auto` and `strict` are the same automatic choice.
         let automatic = kernel == "auto" || kernel == "strict";
         let resolved = sgemm::cpu::kernel((!automatic).then_some(kernel.as_str()))?.name;
-        let run: CpuRun = Box::new(move |c| {
-            let mut c = Strided::new(MatMut::contiguous(c, m, n), m * n);
-            sgemm::cpu::gemm_strided(Some(resolved), Some(threads), batch, 1.0, &a, &b, 0.0, &mut c)
+        // One product through the single-product call, as a user makes it.
+        let run: CpuRun = Box::new(move |c| match batch {
+            1 => sgemm::cpu::gemm(
+                Some(resolved),
+                Some(threads),
+                1.0,
+                &a.matrix,
+                &b.matrix,
+                0.0,
+                &mut MatMut::contiguous(c, m, n),
+            ),
+            _ => {
+                let mut c = Strided::new(MatMut::contiguous(c, m, n), m * n);
+                sgemm::cpu::gemm_strided(Some(resolved), Some(threads), batch, 1.0, &a, &b, 0.0, &mut c)
+            }
         });
         contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
     }
@@ -671,13 +683,18 @@ fn time_cpu(
         }
     }
     let mut c = problem.c0.clone();
-    // The untimed run of each contender: its error and its time, pause included.
+    // The untimed runs of each contender: the first for its error, the second, back to back
+    // with it, for its time (pause included). A first call pays for what a library sets up
+    // once (buffers, thread pools): at n = 8 ours took tens of microseconds where later calls
+    // take a third of one, and samples sized by it were a handful of calls, each sample then
+    // dominated by its first, cold call.
     let (mut errors, mut untimed) = (Vec::new(), Vec::new());
     for (_, _, run, settle) in &contenders {
+        run(&mut c)?;
+        errors.push(problem.error(&c));
         let started = Instant::now();
         run(&mut c)?;
         untimed.push(started.elapsed().as_secs_f64() + settle.as_secs_f64());
-        errors.push(problem.error(&c));
         std::thread::sleep(*settle);
     }
     let round_seconds: f64 = untimed.iter().sum();

@@ -104,23 +104,25 @@ impl Members {
 pub(crate) fn check_strided(batch: usize, a: Members, b: Members, c: Members) -> Result<()> {
     use crate::matrix::{A, B, C};
     check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
-    for (op, x) in [(A, a), (B, b), (C, c)] {
-        check_ld(op, x.layout, x.rows, x.cols, x.ld)?;
-    }
+    // Operand by operand rather than over an array of them: a call of a small product is
+    // tens of nanoseconds, and copying the array cost a third of that.
+    check_ld(A, a.layout, a.rows, a.cols, a.ld)?;
+    check_ld(B, b.layout, b.rows, b.cols, b.ld)?;
+    check_ld(C, c.layout, c.rows, c.cols, c.ld)?;
     if batch == 0 {
         return Ok(());
     }
-    for (op, x) in [(A, a), (B, b), (C, c)] {
-        check_batch_len(op, x, batch)?;
-    }
-    if let Some((first, second)) = overlapping_members(c, batch) {
+    check_batch_len(A, &a, batch)?;
+    check_batch_len(B, &b, batch)?;
+    check_batch_len(C, &c, batch)?;
+    if let Some((first, second)) = overlapping_members(&c, batch) {
         return Err(Error::OverlappingOutputs { stride: c.stride, first, second });
     }
     Ok(())
 }
 
 /// Checks that an operand's buffer holds all `batch` of its members.
-fn check_batch_len(op: Operand, x: Members, batch: usize) -> Result<()> {
+fn check_batch_len(op: Operand, x: &Members, batch: usize) -> Result<()> {
     let needed = x.batch_span(batch).unwrap_or(usize::MAX);
     if x.len < needed {
         return Err(Error::SliceTooShort {
@@ -142,7 +144,7 @@ fn check_batch_len(op: Operand, x: Members, batch: usize) -> Result<()> {
 /// can do. Members `span` or more elements apart cannot share one, so `d` runs from 1 until
 /// `d * stride` reaches the span: at most `batch - 1` steps, and none when the members are
 /// apart (`stride >= span`).
-pub(crate) fn overlapping_members(x: Members, batch: usize) -> Option<(usize, usize)> {
+pub(crate) fn overlapping_members(x: &Members, batch: usize) -> Option<(usize, usize)> {
     let span = x.span();
     if span == 0 || batch < 2 {
         return None;
@@ -246,7 +248,7 @@ mod tests {
                         for stride in 0..16 {
                             for batch in 1..5 {
                                 let x = members(layout, rows, cols, ld, stride);
-                                let exact = overlapping_members(x, batch).is_some();
+                                let exact = overlapping_members(&x, batch).is_some();
                                 assert_eq!(exact, brute(x, batch).is_some(), "{x:?} batch {batch}");
                             }
                         }
@@ -260,16 +262,16 @@ mod tests {
     fn interleaved_members_are_apart() {
         // Four 8x16 heads side by side in an 8x64 row-major matrix.
         let x = members(Layout::RowMajor, 8, 16, 64, 16);
-        assert_eq!(overlapping_members(x, 4), None);
-        assert_eq!(overlapping_members(x, 5), Some((0, 4)));
-        assert_eq!(overlapping_members(members(Layout::RowMajor, 8, 16, 64, 0), 2), Some((0, 1)));
+        assert_eq!(overlapping_members(&x, 4), None);
+        assert_eq!(overlapping_members(&x, 5), Some((0, 4)));
+        assert_eq!(overlapping_members(&members(Layout::RowMajor, 8, 16, 64, 0), 2), Some((0, 1)));
     }
 
     #[test]
     fn buffers_must_hold_every_member() {
         let x = Members { len: 2 * 20 + 19, ..members(Layout::RowMajor, 4, 5, 5, 20) };
-        assert!(check_batch_len(crate::matrix::A, x, 3).is_err());
-        assert!(check_batch_len(crate::matrix::A, Members { len: 60, ..x }, 3).is_ok());
-        assert!(check_batch_len(crate::matrix::A, Members { stride: 0, len: 20, ..x }, 1000).is_ok());
+        assert!(check_batch_len(crate::matrix::A, &x, 3).is_err());
+        assert!(check_batch_len(crate::matrix::A, &Members { len: 60, ..x }, 3).is_ok());
+        assert!(check_batch_len(crate::matrix::A, &Members { stride: 0, len: 20, ..x }, 1000).is_ok());
     }
 }

@@ -23,6 +23,7 @@ pub mod naive;
 mod pack;
 pub mod packed;
 mod simd;
+mod unpacked;
 
 pub use batched::{gemm_batch, gemm_strided};
 
@@ -52,16 +53,26 @@ pub struct CpuKernel {
     pub run: CpuKernelFn,
 }
 
-/// The packed kernel with microkernel `uk`, as a registry row.
+/// The packed kernel with microkernel `uk`, as a registry row: products that
+/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie.
 macro_rules! packed_kernel {
-    ($name:literal, $uk:path, $summary:literal) => {
+    ($name:literal, $uk:path, $small:path, $summary:literal) => {
         CpuKernel {
             name: $name,
             summary: $summary,
             threaded: true,
             detected: $uk.detected,
             any_layout: true,
-            run: |alpha, a, b, beta, c, threads| packed::gemm(&$uk, threads, alpha, a, b, beta, c),
+            run: |alpha, a, b, beta, c, threads| {
+                if unpacked::fits(c.rows, c.cols, a.cols) {
+                    // SAFETY: the dispatcher runs a kernel only where it is detected, and
+                    // `small` shares the microkernel's instruction set.
+                    unsafe { $small(alpha, a, b, beta, c) };
+                    Ok(())
+                } else {
+                    packed::gemm(&$uk, threads, alpha, a, b, beta, c)
+                }
+            },
         }
     };
 }
@@ -74,12 +85,23 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
     packed_kernel!(
         "packed_portable",
         microkernel::PORTABLE,
+        unpacked::PORTABLE,
         "packed panels, 4x8 microkernel in portable Rust"
     ),
     #[cfg(target_arch = "x86_64")]
-    packed_kernel!("packed_avx2", microkernel::AVX2, "packed panels, 6x16 AVX2+FMA microkernel"),
+    packed_kernel!(
+        "packed_avx2",
+        microkernel::AVX2,
+        unpacked::AVX2,
+        "packed panels, 6x16 AVX2+FMA microkernel"
+    ),
     #[cfg(target_arch = "x86_64")]
-    packed_kernel!("packed_avx512", microkernel::AVX512, "packed panels, 8x32 AVX-512 microkernel"),
+    packed_kernel!(
+        "packed_avx512",
+        microkernel::AVX512,
+        unpacked::AVX512,
+        "packed panels, 8x32 AVX-512 microkernel"
+    ),
 ];
 
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.

@@ -414,7 +414,7 @@ thread_local! {
 /// every value it later reads). A thread that is already inside `f` gets a fresh buffer instead:
 /// a caller that is a worker of another rayon pool runs that pool's tasks, which may call here
 /// again, while it waits for this call's team.
-fn with_scratch<R>(
+pub(super) fn with_scratch<R>(
     key: &'static LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     f: impl FnOnce(&mut [f32]) -> R,

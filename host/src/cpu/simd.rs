@@ -1,14 +1,15 @@
-//! The vector operations the packed microkernel is written in, once per instruction set.
+//! The vector operations the register tiles are written in, once per instruction set.
 //!
-//! The microkernel ([`microkernel`](super::microkernel)) is generic over [`Simd`]: it loads rows
-//! of a packed `B` panel, broadcasts elements of a packed `A` panel and accumulates with fused
-//! multiply-adds. Each implementation maps those five operations onto one instruction set:
+//! The microkernels ([`microkernel`](super::microkernel), [`unpacked`](super::unpacked)) are
+//! generic over [`Simd`]: they load rows of `B`, broadcast elements of `A` and accumulate with
+//! fused multiply-adds; the unpacked one loads and stores the columns at the edge of `C` under a
+//! mask. Each implementation maps those operations onto one instruction set:
 //!
-//! | type | vector | instructions |
-//! | --- | --- | --- |
-//! | [`Avx512`] | `__m512`, 16 lanes | `vmovups zmm`, `vbroadcastss zmm`, `vfmadd231ps zmm` |
-//! | [`Avx2`] | `__m256`, 8 lanes | `vmovups ymm`, `vbroadcastss ymm`, `vfmadd231ps ymm` |
-//! | [`Portable`] | `[f32; 8]` | plain Rust the compiler vectorizes for the baseline target |
+//! | type | vector | instructions | masked |
+//! | --- | --- | --- | --- |
+//! | [`Avx512`] | `__m512`, 16 lanes | `vmovups zmm`, `vbroadcastss zmm`, `vfmadd231ps zmm` | `vmovups zmm{k}` |
+//! | [`Avx2`] | `__m256`, 8 lanes | `vmovups ymm`, `vbroadcastss ymm`, `vfmadd231ps ymm` | `vmaskmovps` |
+//! | [`Portable`] | `[f32; 8]` | plain Rust the compiler vectorizes for the baseline target | a loop |
 //!
 //! Every method is `#[inline(always)]` and has no `#[target_feature]` of its own: it is inlined
 //! into a function that does (`#[target_feature(enable = "avx512f")]` on the microkernel entry),
@@ -26,6 +27,8 @@ use std::arch::x86_64::*;
 pub trait Simd: Copy {
     /// The register type.
     type V: Copy;
+    /// A choice of lanes.
+    type Mask: Copy;
     /// Lanes per vector.
     const LANES: usize;
     /// Whether this CPU can run the instructions (checked once at dispatch).
@@ -42,6 +45,13 @@ pub trait Simd: Copy {
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `a * b`.
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// The first `lanes` lanes (`1 <= lanes <= LANES`), for the masked loads and stores.
+    unsafe fn first(lanes: usize) -> Self::Mask;
+    /// The lanes of `mask` from `p`, zeros in the others; only the masked lanes need be
+    /// readable (the others are not touched).
+    unsafe fn load_masked(p: *const f32, mask: Self::Mask) -> Self::V;
+    /// Stores the lanes of `mask` at `p`; nothing else is written (or need be writable).
+    unsafe fn store_masked(p: *mut f32, mask: Self::Mask, v: Self::V);
 }
 
 /// AVX-512F: 32 registers of 16 lanes.
@@ -52,6 +62,7 @@ pub struct Avx512;
 #[cfg(target_arch = "x86_64")]
 impl Simd for Avx512 {
     type V = __m512;
+    type Mask = __mmask16;
     const LANES: usize = 16;
     fn detected() -> bool {
         is_x86_feature_detected!("avx512f")
@@ -80,6 +91,19 @@ impl Simd for Avx512 {
     unsafe fn mul(a: __m512, b: __m512) -> __m512 {
         unsafe { _mm512_mul_ps(a, b) }
     }
+    #[inline(always)]
+    unsafe fn first(lanes: usize) -> __mmask16 {
+        ((1u32 << lanes) - 1) as __mmask16
+    }
+    #[inline(always)]
+    unsafe fn load_masked(p: *const f32, mask: __mmask16) -> __m512 {
+        // Masked-off lanes are not accessed: no fault, whatever lies there.
+        unsafe { _mm512_maskz_loadu_ps(mask, p) }
+    }
+    #[inline(always)]
+    unsafe fn store_masked(p: *mut f32, mask: __mmask16, v: __m512) {
+        unsafe { _mm512_mask_storeu_ps(p, mask, v) }
+    }
 }
 
 /// AVX2 with FMA: 16 registers of 8 lanes.
@@ -90,6 +114,7 @@ pub struct Avx2;
 #[cfg(target_arch = "x86_64")]
 impl Simd for Avx2 {
     type V = __m256;
+    type Mask = __m256i;
     const LANES: usize = 8;
     fn detected() -> bool {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
@@ -118,6 +143,20 @@ impl Simd for Avx2 {
     unsafe fn mul(a: __m256, b: __m256) -> __m256 {
         unsafe { _mm256_mul_ps(a, b) }
     }
+    #[inline(always)]
+    unsafe fn first(lanes: usize) -> __m256i {
+        // Lane l is selected when its sign bit is set: l < lanes.
+        unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+    }
+    #[inline(always)]
+    unsafe fn load_masked(p: *const f32, mask: __m256i) -> __m256 {
+        // Masked-off lanes are not accessed: no fault, whatever lies there.
+        unsafe { _mm256_maskload_ps(p, mask) }
+    }
+    #[inline(always)]
+    unsafe fn store_masked(p: *mut f32, mask: __m256i, v: __m256) {
+        unsafe { _mm256_maskstore_ps(p, mask, v) }
+    }
 }
 
 /// No instruction-set assumption: arrays of 8 lanes, multiply then add (two roundings; a fused
@@ -127,6 +166,7 @@ pub struct Portable;
 
 impl Simd for Portable {
     type V = [f32; 8];
+    type Mask = usize;
     const LANES: usize = 8;
     fn detected() -> bool {
         true
@@ -154,6 +194,20 @@ impl Simd for Portable {
     #[inline(always)]
     unsafe fn mul(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
         std::array::from_fn(|l| a[l] * b[l])
+    }
+    #[inline(always)]
+    unsafe fn first(lanes: usize) -> usize {
+        lanes
+    }
+    #[inline(always)]
+    unsafe fn load_masked(p: *const f32, lanes: usize) -> [f32; 8] {
+        std::array::from_fn(|l| if l < lanes { unsafe { *p.add(l) } } else { 0.0 })
+    }
+    #[inline(always)]
+    unsafe fn store_masked(p: *mut f32, lanes: usize, v: [f32; 8]) {
+        for (l, &x) in v.iter().enumerate().take(lanes) {
+            unsafe { *p.add(l) = x };
+        }
     }
 }
 

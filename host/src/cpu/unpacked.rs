@@ -1,0 +1,258 @@
+//! Small products without packing: the register tile reads `A` and `B` where they lie.
+//!
+//! Packing ([`pack`](super::pack)) pays for itself through reuse: each packed panel of `B` is
+//! read by every panel of `A`, contiguously and from a cache close to the core. A small
+//! product has little reuse to pay with, and what a packed call costs besides its arithmetic
+//! (copying both operands, setting up the team of threads, its scratch buffers) is most of the
+//! call. Here the outer-product tile of the [`microkernel`](super::microkernel) reads the
+//! caller's matrices instead:
+//!
+//! - each step broadcasts `MR` values of a column of `A` from wherever the view keeps them (any
+//!   layout and leading dimension: two strides), and loads `NV` vectors of a row of `B`, which
+//!   must therefore be contiguous along its rows. A column-major `B` is first copied row-major
+//!   into a scratch buffer of this thread (`k x n` values).
+//! - a tile cut by the right edge of `C` loads only the columns of `B` that exist and stores
+//!   only the columns of `C` that exist, under a mask ([`Simd::load_masked`]); a tile cut by
+//!   the bottom edge is the same tile with fewer rows (one instance per height), so nothing
+//!   outside the operands is read and nothing outside `C`'s block is written, and no scratch
+//!   tile is needed.
+//!
+//! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
+//! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
+//! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products run on the
+//! calling thread ([`fits`] keeps them under the work that pays for a second one), so the
+//! result does not depend on the thread count.
+
+use std::cell::RefCell;
+
+use super::packed::{self, with_scratch};
+#[cfg(target_arch = "x86_64")]
+use super::simd::{Avx2, Avx512};
+use super::simd::{Portable, Simd};
+use crate::matrix::{Layout, MatMut, MatRef};
+
+/// An unpacked kernel: `C = alpha * A * B + beta * C` on the calling thread, under the contract
+/// of [`CpuKernelFn`](super::CpuKernelFn), for a product that [`fits`].
+///
+/// # Safety
+/// The CPU has the kernel's instruction set.
+pub type UnpackedFn = unsafe fn(f32, &MatRef, &MatRef, f32, &mut MatMut);
+
+/// Whether an `m x n x k` product is computed unpacked: when it is too small to wake a second
+/// thread ([`packed::worth_waking`]), whatever the thread count, so that the choice depends on
+/// the shape alone. Packing starts to pay for itself about there (`docs/performance-notes.md`).
+pub fn fits(m: usize, n: usize, k: usize) -> bool {
+    packed::worth_waking(usize::MAX, m, n, k) == 1
+}
+
+/// Where a tile reads its operands and writes its result.
+#[derive(Clone, Copy)]
+struct Operands {
+    k: usize,
+    /// `A[i, 0]` for the tile's first row `i`, and the distances between rows and columns.
+    a: *const f32,
+    a_row: usize,
+    a_col: usize,
+    /// `B[0, j]` for the tile's first column `j`, and the distance between rows.
+    b: *const f32,
+    ldb: usize,
+    /// `C[i, j]`, and the distance between rows.
+    c: *mut f32,
+    ldc: usize,
+    alpha: f32,
+    beta: f32,
+}
+
+/// One `R x (NV * LANES)` tile of `C`; with `EDGE`, only its first `cols` columns exist (at
+/// least `(NV - 1) * LANES + 1` of them).
+///
+/// # Safety
+/// The CPU has `S`'s instruction set; the `R` rows of `A` and the `cols` columns of `B` and `C`
+/// from the pointers of `o` lie inside their views (`k` columns of `A`, `k` rows of `B`, `R`
+/// rows of `C`).
+#[inline(always)]
+unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(o: Operands, cols: usize) {
+    unsafe {
+        let masks: [S::Mask; NV] =
+            std::array::from_fn(|v| S::first(cols.saturating_sub(v * S::LANES).clamp(1, S::LANES)));
+        let load = |p: *const f32, v: usize| if EDGE { S::load_masked(p, masks[v]) } else { S::load(p) };
+        let mut acc = [[S::zero(); NV]; R];
+        for p in 0..o.k {
+            let b_row = o.b.add(p * o.ldb);
+            let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
+            let a_col = o.a.add(p * o.a_col);
+            for (r, acc_row) in acc.iter_mut().enumerate() {
+                let ar = S::splat(*a_col.add(r * o.a_row));
+                for (acc_rv, &bv) in acc_row.iter_mut().zip(&bv) {
+                    *acc_rv = S::fma(ar, bv, *acc_rv);
+                }
+            }
+        }
+        let alpha = S::splat(o.alpha);
+        for (r, acc_row) in acc.iter().enumerate() {
+            for (v, &acc_rv) in acc_row.iter().enumerate() {
+                let cp = o.c.add(r * o.ldc + v * S::LANES);
+                let scaled = S::mul(alpha, acc_rv);
+                let out = if o.beta == 0.0 { scaled } else { S::fma(S::splat(o.beta), load(cp, v), scaled) };
+                if EDGE { S::store_masked(cp, masks[v], out) } else { S::store(cp, out) }
+            }
+        }
+    }
+}
+
+/// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns.
+///
+/// # Safety
+/// As [`tile`], for all `n` columns.
+#[inline(always)]
+unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(o: Operands, n: usize) {
+    let nr = NV * S::LANES;
+    for j in (0..n).step_by(nr) {
+        let cols = nr.min(n - j);
+        let o = Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
+        unsafe {
+            if cols == nr {
+                tile::<S, R, NV, false>(o, cols);
+            } else if cols <= S::LANES {
+                tile::<S, R, 1, true>(o, cols);
+            } else {
+                tile::<S, R, NV, true>(o, cols);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// A column-major `B`, copied row-major.
+    static B_ROWS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `B` as `(first value, distance between rows)`, its rows contiguous: the view
+/// itself when it is row-major, else a row-major copy in this thread's scratch.
+fn with_rows_of_b<R>(b: &MatRef, f: impl FnOnce(*const f32, usize) -> R) -> R {
+    match b.layout {
+        Layout::RowMajor => f(b.data.as_ptr(), b.ld),
+        Layout::ColMajor => with_scratch(&B_ROWS, b.rows * b.cols, |rows| {
+            for (j, column) in (0..b.cols).map(|j| (j, b.col(j))) {
+                for (p, &x) in column.iter().enumerate() {
+                    rows[p * b.cols + j] = x;
+                }
+            }
+            f(rows.as_ptr(), b.cols)
+        }),
+    }
+}
+
+/// Defines `$name`, an [`UnpackedFn`]: tiles of `$mr` rows (and of each height below, for the
+/// last rows) by `$nv` vectors of `$simd`, compiled under `$attr` (the instruction set's
+/// `target_feature`, which the inlined tiles inherit).
+macro_rules! unpacked {
+    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal, shorter $($r:literal)*) => {
+        $(#[$attr])*
+        unsafe fn $name(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
+            let (m, n, k) = (c.rows, c.cols, a.cols);
+            let (a_row, a_col) = match a.layout {
+                Layout::RowMajor => (a.ld, 1),
+                Layout::ColMajor => (1, a.ld),
+            };
+            let ldc = c.ld;
+            let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
+            with_rows_of_b(b, |b, ldb| {
+                for i in (0..m).step_by($mr) {
+                    let o = Operands {
+                        k,
+                        a: a_data.wrapping_add(i * a_row),
+                        a_row,
+                        a_col,
+                        b,
+                        ldb,
+                        c: c_data.wrapping_add(i * ldc),
+                        ldc,
+                        alpha,
+                        beta,
+                    };
+                    // SAFETY: the operands were checked against their slices and C is
+                    // row-major (the contract of CpuKernelFn): rows i.. of A and C and the n
+                    // columns of B's k rows lie inside them; the caller detected the CPU.
+                    unsafe {
+                        match m - i {
+                            $($r => row_of_tiles::<$simd, $r, $nv>(o, n),)*
+                            _ => row_of_tiles::<$simd, $mr, $nv>(o, n),
+                        }
+                    }
+                }
+            })
+        }
+    };
+}
+
+unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2, shorter 1 2 3 4 5 6 7);
+unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2, shorter 1 2 3 4 5);
+unpacked!(portable_4x8: Portable, 4 x 1, shorter 1 2 3);
+
+/// The unpacked kernel beside the AVX-512 microkernel: the same `8 x 32` tile.
+#[cfg(target_arch = "x86_64")]
+pub const AVX512: UnpackedFn = avx512_8x32;
+/// The unpacked kernel beside the AVX2 microkernel: the same `6 x 16` tile.
+#[cfg(target_arch = "x86_64")]
+pub const AVX2: UnpackedFn = avx2_6x16;
+/// The unpacked kernel beside the portable microkernel: the same `4 x 8` tile.
+pub const PORTABLE: UnpackedFn = portable_4x8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::microkernel::{self, Microkernel};
+
+    /// Each instruction set this CPU has: its unpacked kernel beside its packed microkernel.
+    fn kernels() -> Vec<(UnpackedFn, Microkernel)> {
+        let mut kernels = vec![(PORTABLE, microkernel::PORTABLE)];
+        #[cfg(target_arch = "x86_64")]
+        kernels.extend([(AVX2, microkernel::AVX2), (AVX512, microkernel::AVX512)]);
+        kernels.retain(|(_, uk)| (uk.detected)());
+        kernels
+    }
+
+    /// A view of `rows x cols` in `layout` with two spare lines, and its buffer.
+    fn view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
+        let ld = layout.extents(rows, cols).0 + 3;
+        let len = ld * (layout.extents(rows, cols).1 + 2);
+        ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.0).collect(), ld)
+    }
+
+    #[test]
+    fn unpacked_tiles_give_the_packed_kernels_bits_and_write_only_c() {
+        let layouts = [Layout::RowMajor, Layout::ColMajor];
+        for (small, uk) in kernels() {
+            // Every height below a tile's and every width across one and two vectors, with
+            // and without a full tile beside them; k within one packed block.
+            for (m, n, k) in [(1, 1, 1), (7, 5, 3), (9, 17, 8), (13, 33, 31), (17, 40, 64), (3, 70, 5)] {
+                for (la, lb, beta) in [(0, 0, 0.0), (1, 0, 0.5), (0, 1, 1.0), (1, 1, -2.0)] {
+                    let (a_data, lda) = view(layouts[la], m, k, 1);
+                    let (b_data, ldb) = view(layouts[lb], k, n, 2);
+                    let a = MatRef { data: &a_data, rows: m, cols: k, ld: lda, layout: layouts[la] };
+                    let b = MatRef { data: &b_data, rows: k, cols: n, ld: ldb, layout: layouts[lb] };
+                    // C row-major inside a larger buffer; NaN where beta == 0 must not read.
+                    let (mut c0, ldc) = view(Layout::RowMajor, m, n, 3);
+                    if beta == 0.0 {
+                        c0.iter_mut().for_each(|x| *x = f32::NAN);
+                    }
+                    let (mut unpacked, mut packed) = (c0.clone(), c0.clone());
+                    let mut c = MatMut::new(&mut unpacked, m, n, ldc);
+                    // SAFETY: `uk` was detected, and `small` shares its instruction set.
+                    unsafe { small(1.5, &a, &b, beta, &mut c) };
+                    packed::gemm(&uk, 1, 1.5, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc)).unwrap();
+                    let case = format!("{}x{}x{} {:?} {:?} beta {beta}", m, n, k, layouts[la], layouts[lb]);
+                    for (idx, (&u, &p)) in unpacked.iter().zip(&packed).enumerate() {
+                        let (i, j) = (idx / ldc, idx % ldc);
+                        if i < m && j < n {
+                            assert_eq!(u.to_bits(), p.to_bits(), "{case}: C[{i}, {j}]");
+                        } else {
+                            assert_eq!(u.to_bits(), c0[idx].to_bits(), "{case}: wrote outside C at {idx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
