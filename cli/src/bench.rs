@@ -711,8 +711,11 @@ fn time_cpu(
     }
     // A sample is `calls` back-to-back calls, the same count for every contender, so that a
     // small product's sample spans at least SAMPLE_SECONDS: one call of a microsecond is below
-    // what a clock read and a round's other contenders let a single timing say.
-    const SAMPLE_SECONDS: f64 = 100e-6;
+    // what a clock read and a round's other contenders let a single timing say, and the first
+    // calls after another contender's turn (or OpenBLAS's pause) run on cold caches and a core
+    // that was idle. Samples of 100 us read ours and the peers 5-30% below samples of 2 ms at
+    // n = 32-128 on one thread, and swung more from run to run.
+    const SAMPLE_SECONDS: f64 = 2e-3;
     let fastest = untimed.iter().copied().fold(f64::INFINITY, f64::min);
     let calls = ((SAMPLE_SECONDS / fastest).ceil() as usize).clamp(1, 100_000);
     let rounds = ((10.0 / (round_seconds * calls as f64)) as usize).clamp(7, replays(problem.cube_side()));

@@ -104,8 +104,7 @@ impl Members {
 pub(crate) fn check_strided(batch: usize, a: Members, b: Members, c: Members) -> Result<()> {
     use crate::matrix::{A, B, C};
     check_shapes((a.rows, a.cols), (b.rows, b.cols), (c.rows, c.cols))?;
-    // Operand by operand rather than over an array of them: a call of a small product is
-    // tens of nanoseconds, and copying the array cost a third of that.
+    // Operand by operand, as in `check_gemm`.
     check_ld(A, a.layout, a.rows, a.cols, a.ld)?;
     check_ld(B, b.layout, b.rows, b.cols, b.ld)?;
     check_ld(C, c.layout, c.rows, c.cols, c.ld)?;
