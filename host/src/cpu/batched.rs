@@ -1,6 +1,6 @@
 //! Batches on the CPU ([`crate::batch`]): the members spread over the threads.
 //!
-//! A product gets one thread per 4 Mflop at most (waking more costs more than a smaller share
+//! A product gets one thread per 8 Mflop at most (waking more costs more than a smaller share
 //! saves), so a batch of small products would leave most cores idle if its members ran one
 //! after the other. Members run side by side instead, one thread each (rayon deals them out,
 //! so unequal progress evens out), when a member would not use more than one thread anyway or

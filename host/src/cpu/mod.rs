@@ -140,7 +140,7 @@ pub fn default_threads() -> usize {
 
 /// `C = alpha * op(A) * op(B) + beta * C` on the CPU with `kernel` (the automatic choice for
 /// `None`) on up to `threads` threads (all cores for `None`; `Some(0)` is an error; a product
-/// gets one thread per 4 Mflop of work at most, as waking one costs more than a smaller share
+/// gets one thread per 8 Mflop of work at most, as waking one costs more than a smaller share
 /// saves). `op(A)` and `op(B)` are the views as given: pass `a.t()` for `A^T`. Any layout of
 /// `C` works.
 ///

@@ -439,12 +439,11 @@ fn aligned<R>(buffer: &mut Vec<f32>, len: usize, f: impl FnOnce(&mut [f32]) -> R
     f(&mut buffer[start..start + len])
 }
 
-/// The least work, in flops, that pays for one more thread of the team: twice what a core does
-/// in the 20 µs that handing a job to a pool worker and back takes here (a sleeping worker wakes
-/// in 10-60 µs on this VM). Before this floor, two threads were as slow as one or slower up to
-/// n = 144 (an 8 x 8 product took 18 µs on two threads, 0.35 µs on one), and 1.2-1.6 times as
-/// fast from n = 160 (8.2 Mflop) on.
-const FLOPS_PER_THREAD: usize = 4_000_000;
+/// The least work, in flops, that pays for one more thread of the team: about what a core does
+/// in the time that waking a sleeping pool worker, and the caller after it, takes on a
+/// virtual machine whose idle vCPUs halt (tens of microseconds; the measurements are in
+/// `docs/performance-notes.md`).
+pub(super) const FLOPS_PER_THREAD: usize = 8_000_000;
 
 /// How many of the `threads` a product of `m x n x k` gets: one per [`FLOPS_PER_THREAD`] of
 /// work, at least one.
@@ -492,9 +491,9 @@ mod tests {
     #[test]
     fn small_products_stay_on_fewer_threads() {
         assert_eq!(worth_waking(2, 8, 8, 8), 1);
-        assert_eq!(worth_waking(2, 128, 128, 128), 1); // 4.2 Mflop
-        assert_eq!(worth_waking(2, 160, 160, 160), 2); // 8.2 Mflop
-        assert_eq!(worth_waking(16, 160, 160, 160), 2);
+        assert_eq!(worth_waking(2, 160, 160, 160), 1); // 8.2 Mflop
+        assert_eq!(worth_waking(2, 256, 256, 256), 2); // 33.6 Mflop
+        assert_eq!(worth_waking(16, 256, 256, 256), 4);
         assert_eq!(worth_waking(16, 4096, 4096, 4096), 16);
         assert_eq!(worth_waking(4, 1, 1 << 40, 1 << 40), 4); // saturates instead of overflowing
     }

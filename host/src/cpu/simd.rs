@@ -146,7 +146,9 @@ impl Simd for Avx2 {
     #[inline(always)]
     unsafe fn first(lanes: usize) -> __m256i {
         // Lane l is selected when its sign bit is set: l < lanes.
-        unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+        unsafe {
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+        }
     }
     #[inline(always)]
     unsafe fn load_masked(p: *const f32, mask: __m256i) -> __m256 {

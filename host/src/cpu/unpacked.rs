@@ -38,11 +38,18 @@ use crate::matrix::{Layout, MatMut, MatRef};
 /// The CPU has the kernel's instruction set.
 pub type UnpackedFn = unsafe fn(f32, &MatRef, &MatRef, f32, &mut MatMut);
 
-/// Whether an `m x n x k` product is computed unpacked: when it is too small to wake a second
-/// thread ([`packed::worth_waking`]), whatever the thread count, so that the choice depends on
-/// the shape alone. Packing starts to pay for itself about there (`docs/performance-notes.md`).
+/// The most flops (`2 m n k`) of a product computed unpacked: about where packing starts to pay
+/// for itself on one thread (`docs/performance-notes.md`).
+const MAX_FLOPS: usize = 8_000_000;
+
+// A product that fits never gets a second thread, so the choice (and so the result) does not
+// depend on the thread count.
+const _: () = assert!(MAX_FLOPS < 2 * packed::FLOPS_PER_THREAD);
+
+/// Whether an `m x n x k` product is computed unpacked; such a product runs on one thread
+/// whatever the thread count.
 pub fn fits(m: usize, n: usize, k: usize) -> bool {
-    packed::worth_waking(usize::MAX, m, n, k) == 1
+    2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k) <= MAX_FLOPS
 }
 
 /// Where a tile reads its operands and writes its result.
@@ -241,7 +248,8 @@ mod tests {
                     let mut c = MatMut::new(&mut unpacked, m, n, ldc);
                     // SAFETY: `uk` was detected, and `small` shares its instruction set.
                     unsafe { small(1.5, &a, &b, beta, &mut c) };
-                    packed::gemm(&uk, 1, 1.5, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc)).unwrap();
+                    packed::gemm(&uk, 1, 1.5, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc))
+                        .unwrap();
                     let case = format!("{}x{}x{} {:?} {:?} beta {beta}", m, n, k, layouts[la], layouts[lb]);
                     for (idx, (&u, &p)) in unpacked.iter().zip(&packed).enumerate() {
                         let (i, j) = (idx / ldc, idx % ldc);
