@@ -54,7 +54,10 @@
 //! share a block (a few hundred tasks leave at most one panel's work to one thread at the end;
 //! tasks of up to 4 panels measured 1-2% slower at n = 2047 and 2048 on two threads and 3-4% at
 //! 1024). Each thread starts on its own contiguous share of the panels, so the next panel, whose
-//! source its microkernels prefetch, is usually its own next task.
+//! source its microkernels prefetch, is usually its own next task. A product of few rows has
+//! too few panels of A for its threads (`8 x 4096 x 4096` has one), so when the panels give
+//! fewer than [`TASKS_PER_THREAD`] tasks a thread, the block's panels of B are split into runs
+//! as well, and a task is a panel of A against one run: the BLIS `jr` loop shared too.
 //!
 //! The barrier spins, then yields, and never sleeps ([`Barrier`]). Before, each of the two phases
 //! of every block was a rayon parallel iterator, and between them the idle worker went to sleep,
@@ -67,6 +70,7 @@
 //! 1.1-2.0 times as slow (the caller spins at the first barrier while the worker wakes).
 
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -111,7 +115,8 @@ pub fn gemm(
             n: c.cols,
             ldc: c.ld,
             b_runs: b_packed.chunks_mut(run_len).map(RwLock::new).collect(),
-            c_rows: c.data.chunks_mut(uk.mr * c.ld).take(a_panels).map(Mutex::new).collect(),
+            c: TilesOfC { data: c.data.as_mut_ptr(), _c: PhantomData },
+            a_panels,
             tasks: Tasks::new(threads),
             barrier: Barrier::new(threads),
         };
@@ -128,7 +133,7 @@ pub fn gemm(
 /// What the threads of one product share. They go through the blocks in step: each packs its
 /// run of the block of B, all wait at the barrier, each takes panels of A until none is left,
 /// all wait at the barrier again. The locks only make that sharing safe Rust: the barriers
-/// order the phases, so no lock is ever contended.
+/// order the phases, so no lock is ever contended. C is written through [`TilesOfC`].
 struct Team<'a> {
     uk: &'a Microkernel,
     nc: usize,
@@ -143,8 +148,9 @@ struct Team<'a> {
     ldc: usize,
     /// Thread `t`'s run of packed B panels: written by `t`, then read by all.
     b_runs: Vec<RwLock<&'a mut [f32]>>,
-    /// The `MR` rows of C of each panel of A, from their first value on.
-    c_rows: Vec<Mutex<&'a mut [f32]>>,
+    c: TilesOfC<'a>,
+    /// Panels of A (of `MR` rows of C).
+    a_panels: usize,
     tasks: Tasks,
     barrier: Barrier,
 }
@@ -164,7 +170,7 @@ impl Team<'_> {
                 let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.kc) };
                 self.pack_b(t, &block);
                 // The last thread to arrive deals the panels of A of this block out.
-                self.barrier.wait(|| self.tasks.deal(self.c_rows.len()));
+                self.barrier.wait(|| self.tasks.deal(self.a_panels * self.column_parts(&block)));
                 self.multiply(t, &block);
                 // The B block is packed again only when every thread is done reading it.
                 self.barrier.wait(|| ());
@@ -188,8 +194,17 @@ impl Team<'_> {
         }
     }
 
-    /// Thread `t` takes panels of A until none is left, and multiplies each by the whole packed
-    /// block of B: one row of tiles of C.
+    /// How many runs of its B panels the tasks of `block` split its columns into: one, unless
+    /// the panels of A alone would give the threads fewer than [`TASKS_PER_THREAD`] tasks each
+    /// (a product of few rows, such as `8 x 4096 x 4096`, is one panel of A).
+    fn column_parts(&self, block: &Block) -> usize {
+        let b_panels = block.cols.len().div_ceil(self.uk.nr);
+        (TASKS_PER_THREAD * self.tasks.shares.len()).div_ceil(self.a_panels).clamp(1, b_panels)
+    }
+
+    /// Thread `t` takes tasks until none is left: a task is a panel of A multiplied by one run
+    /// of the packed block of B's panels (all of them, unless [`column_parts`](Self::column_parts)
+    /// splits the block), a row of tiles of C or part of one.
     fn multiply(&self, t: usize, block: &Block) {
         let (uk, a, kc) = (self.uk, self.a, block.depth.len());
         let runs: Vec<_> =
@@ -202,26 +217,55 @@ impl Team<'_> {
         let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
         let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
         let prefetch_next = a.rows * kc * size_of::<f32>() > COLD_A_BLOCK;
+        let parts = self.column_parts(block);
         // One packed panel of A and one list of lines for all of this thread's tasks.
         with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
             NEXT_LINES.with_borrow_mut(|next| {
-                while let Some(i) = self.tasks.next(t) {
-                    let mut c_rows = self.c_rows[i].lock().unwrap_or_else(PoisonError::into_inner);
+                let mut packed = None;
+                while let Some(task) = self.tasks.next(t) {
+                    let (i, part) = (task / parts, task % parts);
                     let panel_rows = rows(i);
                     let height = panel_rows.len();
-                    (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
-                    // The source lines of the next panel, usually this thread's next task.
-                    next.clear();
-                    if prefetch_next && i + 1 < self.c_rows.len() {
-                        pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
+                    if packed != Some(i) {
+                        (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
+                        packed = Some(i);
+                        // The source lines of the next panel, usually this thread's next task.
+                        next.clear();
+                        if prefetch_next && i + 1 < self.a_panels {
+                            pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
+                        }
                     }
+                    // The last run of the row prefetches the next panel of A.
+                    let warm: &[*const f32] = if part + 1 == parts { next } else { &[] };
+                    let run = part * b_panels.len() / parts..(part + 1) * b_panels.len() / parts;
+                    let first_col = block.cols.start + run.start * uk.nr;
+                    let cols = first_col..block.cols.end.min(block.cols.start + run.end * uk.nr);
                     let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
-                    row_of_tiles(uk, &row, &b_panels, block.cols.clone(), &mut c_rows, self.ldc, next);
+                    // SAFETY: rows `i * MR..` and columns `cols` of C are this task's alone
+                    // (TilesOfC), and lie inside C.
+                    unsafe {
+                        let c = self.c.data.add(i * uk.mr * self.ldc);
+                        row_of_tiles(uk, &row, &b_panels[run], cols, c, self.ldc, warm);
+                    }
                 }
             })
         });
     }
 }
+
+/// `C`'s values, written by the tasks. A task owns the tiles of its panel of A's `MR` rows and
+/// its run of B's panels, and the barriers separate the blocks, so no element is written by two
+/// threads at once or read by a thread that did not write it; a plain pointer says that where
+/// per-row locks would have kept the tasks of one row from running side by side.
+struct TilesOfC<'a> {
+    data: *mut f32,
+    _c: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the threads write disjoint tiles (above), as `&mut [f32]` chunks of C would be Send.
+unsafe impl Send for TilesOfC<'_> {}
+// SAFETY: as above; shared only to hand each task its own tiles.
+unsafe impl Sync for TilesOfC<'_> {}
 
 /// The panels of A of one block, as tasks: thread `t` takes its own contiguous share in order
 /// (so the next panel, which its microkernels prefetch, is usually its own next task) and, when
@@ -318,6 +362,11 @@ impl Barrier {
     }
 }
 
+/// The least number of tasks per thread in a block: fewer panels of A than that, and the
+/// block's columns are split among tasks too ([`Team::column_parts`]), so that every thread has
+/// work and the last tasks even out.
+const TASKS_PER_THREAD: usize = 4;
+
 /// How many tiles at the end of a row prefetch the next panel's source: a panel of B (64 KB at
 /// `kc = 512`) passes through the 32 KB L1 per tile, so lines asked for earlier are gone again by
 /// the time they are packed (last 2 tiles 1.012-1.013, last 4 0.998-1.017, all 1.008-1.010 at
@@ -342,15 +391,19 @@ struct RowOfTiles<'a> {
     height: usize,
 }
 
-/// The inner loop: one packed `A` panel against every panel of one packed `B` block (columns
-/// `cols` of C); `c_rows` starts at the panel's first row of C. The microkernels prefetch the
-/// lines `warm` between them, so the next panel of `A` is packed from L1 or L2.
-fn row_of_tiles(
+/// The inner loop: one packed `A` panel against panels of one packed `B` block (columns `cols`
+/// of C); `c` is C's element in the panel's first row and column 0. The microkernels prefetch
+/// the lines `warm` between them, so the next panel of `A` is packed from L1 or L2.
+///
+/// # Safety
+/// The panel's `height` rows of C, `ldc` apart from `c` on, hold columns `cols`, and no other
+/// thread reads or writes those elements during the call.
+unsafe fn row_of_tiles(
     uk: &Microkernel,
     row: &RowOfTiles,
     b_panels: &[&[f32]],
     cols: Range<usize>,
-    c_rows: &mut [f32],
+    c: *mut f32,
     ldc: usize,
     warm: &[*const f32],
 ) {
@@ -368,22 +421,9 @@ fn row_of_tiles(
         let width = nr.min(cols.end - col);
         let warm = if q >= warm_from { warm.next().unwrap_or_default() } else { &[] };
         if height == mr && width == nr {
-            // SAFETY: the tile's MR rows of NR columns lie inside `c_rows` (the slice spans the
-            // panel's rows up to column n, and col + nr <= n); the panels hold kc * MR and
-            // kc * NR values; `uk` was detected by the dispatcher.
-            debug_assert!(col + (mr - 1) * ldc + nr <= c_rows.len());
-            unsafe {
-                (uk.run)(
-                    kc,
-                    a_panel.as_ptr(),
-                    b_panel.as_ptr(),
-                    alpha,
-                    beta,
-                    c_rows.as_mut_ptr().add(col),
-                    ldc,
-                    warm,
-                )
-            };
+            // SAFETY: the tile's MR rows of NR columns are the caller's (col + nr <= cols.end);
+            // the panels hold kc * MR and kc * NR values; `uk` was detected by the dispatcher.
+            unsafe { (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
         } else {
             // A panel at most half full goes through the kernel of half the width.
             let run = uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run);
@@ -391,7 +431,8 @@ fn row_of_tiles(
             unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm) };
             for i in 0..height {
                 let tile = &scratch[i * nr..i * nr + width];
-                let out = &mut c_rows[col + i * ldc..col + i * ldc + width];
+                // SAFETY: row i's `width` columns from `col` on are the caller's.
+                let out = unsafe { std::slice::from_raw_parts_mut(c.add(col + i * ldc), width) };
                 for (c, &t) in out.iter_mut().zip(tile) {
                     *c = if beta == 0.0 { alpha * t } else { alpha * t + beta * *c };
                 }
