@@ -64,7 +64,7 @@ macro_rules! packed_kernel {
             detected: $uk.detected,
             any_layout: true,
             run: |alpha, a, b, beta, c, threads| {
-                if unpacked::fits(c.rows, c.cols, a.cols) {
+                if unpacked::fits(c.rows, c.cols, a.cols, b.layout) {
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c) };
