@@ -253,10 +253,11 @@ impl Team<'_> {
     }
 }
 
-/// `C`'s values, written by the tasks. A task owns the tiles of its panel of A's `MR` rows and
-/// its run of B's panels, and the barriers separate the blocks, so no element is written by two
-/// threads at once or read by a thread that did not write it; a plain pointer says that where
-/// per-row locks would have kept the tasks of one row from running side by side.
+/// `C`'s values, written by the tasks. Within a block, a task owns the tiles of its panel of A's
+/// `MR` rows and its run of B's panels, so no two threads touch one element; the barrier between
+/// two blocks orders every write of one before any read of the next (a tile may change threads
+/// from block to block). A plain pointer says that where per-row locks would have kept the
+/// tasks of one row from running side by side.
 struct TilesOfC<'a> {
     data: *mut f32,
     _c: PhantomData<&'a mut [f32]>,
