@@ -164,21 +164,61 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize, const B_ROW: 
                 let b_row = b.add(p * B_ROW);
                 let a_col = a.add(p * MR);
                 let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
-                for (r, acc_row) in acc.iter_mut().enumerate() {
-                    let ar = S::splat(*a_col.add(r));
-                    for (acc_rv, &bv) in acc_row.iter_mut().zip(&bv) {
-                        *acc_rv = S::fma(ar, bv, *acc_rv);
-                    }
-                }
+                rank_one_update::<S, MR, NV>(&mut acc, &bv, |r| *a_col.add(r));
             }
         }
+        update_c::<S, MR, NV, false>(&acc, alpha, beta, c, ldc, [S::first(S::LANES); NV]);
+    }
+}
+
+/// One step of the outer product: `acc[r][v] += a(r) * b[v]`, one fused multiply-add each.
+///
+/// # Safety
+/// The CPU has `S`'s instruction set; `a` may be called for `r < MR`.
+#[inline(always)]
+pub(super) unsafe fn rank_one_update<S: Simd, const MR: usize, const NV: usize>(
+    acc: &mut [[S::V; NV]; MR],
+    b: &[S::V; NV],
+    a: impl Fn(usize) -> f32,
+) {
+    unsafe {
+        for (r, acc_row) in acc.iter_mut().enumerate() {
+            let ar = S::splat(a(r));
+            for (acc_rv, &bv) in acc_row.iter_mut().zip(b) {
+                *acc_rv = S::fma(ar, bv, *acc_rv);
+            }
+        }
+    }
+}
+
+/// The end of a tile: `C = alpha * acc + beta * C` on its `MR` rows, `ldc` apart from `c`, with
+/// `C` not read when `beta == 0`; with `EDGE`, only the lanes of `masks` (one per vector) are
+/// read and written.
+///
+/// # Safety
+/// The CPU has `S`'s instruction set; the tile's rows (the masked lanes with `EDGE`) are
+/// writable, and readable when `beta != 0`.
+#[inline(always)]
+pub(super) unsafe fn update_c<S: Simd, const MR: usize, const NV: usize, const EDGE: bool>(
+    acc: &[[S::V; NV]; MR],
+    alpha: f32,
+    beta: f32,
+    c: *mut f32,
+    ldc: usize,
+    masks: [S::Mask; NV],
+) {
+    unsafe {
         let alpha = S::splat(alpha);
         for (r, acc_row) in acc.iter().enumerate() {
             for (v, &acc_rv) in acc_row.iter().enumerate() {
                 let cp = c.add(r * ldc + v * S::LANES);
                 let scaled = S::mul(alpha, acc_rv);
-                let out = if beta == 0.0 { scaled } else { S::fma(S::splat(beta), S::load(cp), scaled) };
-                S::store(cp, out);
+                let out = match (beta == 0.0, EDGE) {
+                    (true, _) => scaled,
+                    (false, false) => S::fma(S::splat(beta), S::load(cp), scaled),
+                    (false, true) => S::fma(S::splat(beta), S::load_masked(cp, masks[v]), scaled),
+                };
+                if EDGE { S::store_masked(cp, masks[v], out) } else { S::store(cp, out) }
             }
         }
     }

@@ -25,6 +25,7 @@
 
 use std::cell::RefCell;
 
+use super::microkernel::{rank_one_update, update_c};
 use super::packed::{self, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
@@ -94,22 +95,9 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(o: Op
             let b_row = o.b.add(p * o.ldb);
             let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
             let a_col = o.a.add(p * o.a_col);
-            for (r, acc_row) in acc.iter_mut().enumerate() {
-                let ar = S::splat(*a_col.add(r * o.a_row));
-                for (acc_rv, &bv) in acc_row.iter_mut().zip(&bv) {
-                    *acc_rv = S::fma(ar, bv, *acc_rv);
-                }
-            }
+            rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
         }
-        let alpha = S::splat(o.alpha);
-        for (r, acc_row) in acc.iter().enumerate() {
-            for (v, &acc_rv) in acc_row.iter().enumerate() {
-                let cp = o.c.add(r * o.ldc + v * S::LANES);
-                let scaled = S::mul(alpha, acc_rv);
-                let out = if o.beta == 0.0 { scaled } else { S::fma(S::splat(o.beta), load(cp, v), scaled) };
-                if EDGE { S::store_masked(cp, masks[v], out) } else { S::store(cp, out) }
-            }
-        }
+        update_c::<S, R, NV, EDGE>(&acc, o.alpha, o.beta, o.c, o.ldc, masks);
     }
 }
 
