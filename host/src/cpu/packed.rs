@@ -54,10 +54,14 @@
 //! share a block (a few hundred tasks leave at most one panel's work to one thread at the end;
 //! tasks of up to 4 panels measured 1-2% slower at n = 2047 and 2048 on two threads and 3-4% at
 //! 1024). Each thread starts on its own contiguous share of the panels, so the next panel, whose
-//! source its microkernels prefetch, is usually its own next task. A product of few rows has
-//! too few panels of A for its threads (`8 x 4096 x 4096` has one), so when the panels give
-//! fewer than [`TASKS_PER_THREAD`] tasks a thread, the block's panels of B are split into runs
-//! as well, and a task is a panel of A against one run: the BLIS `jr` loop shared too.
+//! source its microkernels prefetch, is usually its own next task.
+//!
+//! A product of few rows has too few panels of A for its threads (`8 x 4096 x 4096` has one),
+//! and packing each block of B for them alone, between two barriers, costs as much as using it.
+//! With fewer than [`TASKS_PER_THREAD`] panels a thread, or [`FEW_PANELS`] in a `C` at least twice
+//! as wide as tall, the threads share strips of C's columns instead: a task packs its strip of B and all of A block by block and computes
+//! its strip whole, with no barrier, so one thread's packing runs beside another's FMAs. Either
+//! way each tile is the same sequence of microkernel calls, so the bits do not change.
 //!
 //! The barrier spins, then yields, and never sleeps ([`Barrier`]). Before, each of the two phases
 //! of every block was a rayon parallel iterator, and between them the idle worker went to sleep,
@@ -120,11 +124,24 @@ pub fn gemm(
             tasks: Tasks::new(threads),
             barrier: Barrier::new(threads),
         };
+        // Few rows: the threads share the columns instead, with no barrier.
+        let few_rows =
+            a_panels < TASKS_PER_THREAD * threads || (a_panels < FEW_PANELS && c.cols >= 2 * c.rows);
+        let strips = (threads > 1 && few_rows).then(|| {
+            let panels = c.cols.div_ceil(uk.nr);
+            let strip = panels.div_ceil(TASKS_PER_THREAD * threads).max(MIN_STRIP).min(group);
+            team.tasks.deal(panels.div_ceil(strip));
+            strip
+        });
+        let work = |t| match strips {
+            Some(strip) => team.work_on_strips(t, strip),
+            None => team.work(t),
+        };
         if threads == 1 {
             // On the caller's thread: no hand-off to a pool worker and back.
-            team.work(0);
+            work(0);
         } else {
-            thread_pool(threads)?.broadcast(|ctx| team.work(ctx.index()));
+            thread_pool(threads)?.broadcast(|ctx| work(ctx.index()));
         }
         Ok(())
     })
@@ -170,12 +187,48 @@ impl Team<'_> {
                 let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.kc) };
                 self.pack_b(t, &block);
                 // The last thread to arrive deals the panels of A of this block out.
-                self.barrier.wait(|| self.tasks.deal(self.a_panels * self.column_parts(&block)));
+                self.barrier.wait(|| self.tasks.deal(self.a_panels));
                 self.multiply(t, &block);
                 // The B block is packed again only when every thread is done reading it.
                 self.barrier.wait(|| ());
             }
         }
+    }
+
+    /// Thread `t`'s part of a product of few rows: it takes strips of `strip` panels of B's
+    /// columns until none is left, and computes each strip of C whole, every block of its depth
+    /// in order: its own copy of the strip of B and of every panel of A, no barrier.
+    fn work_on_strips(&self, t: usize, strip: usize) {
+        let (uk, a, k, n) = (self.uk, self.a, self.a.cols, self.n);
+        let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
+        let mut b_strip = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
+        with_scratch(&PACK_A, self.a_panels * uk.mr * self.kc, |a_packed| {
+            while let Some(s) = self.tasks.next(t) {
+                let cols = s * strip * uk.nr..n.min((s + 1) * strip * uk.nr);
+                for pc in (0..k).step_by(self.kc) {
+                    let depth = pc..k.min(pc + self.kc);
+                    let kc = depth.len();
+                    let stride = pack::b_panel_stride(kc, uk.nr);
+                    let panels = cols.len().div_ceil(uk.nr);
+                    (uk.pack_b)(self.b, depth.clone(), cols.clone(), 0, &mut b_strip[..panels * stride]);
+                    let b_panels: Vec<&[f32]> =
+                        b_strip[..panels * stride].chunks_exact(stride).map(|p| &p[..uk.nr * kc]).collect();
+                    let beta = if pc == 0 { self.beta } else { 1.0 };
+                    for (i, a_panel) in a_packed.chunks_exact_mut(uk.mr * kc).take(self.a_panels).enumerate()
+                    {
+                        let panel_rows = rows(i);
+                        let height = panel_rows.len();
+                        (uk.pack_a)(a, panel_rows, depth.clone(), a_panel);
+                        let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
+                        // SAFETY: columns `cols` of C are this task's alone (TilesOfC).
+                        unsafe {
+                            let c = self.c.data.add(i * uk.mr * self.ldc);
+                            row_of_tiles(uk, &row, &b_panels, cols.clone(), c, self.ldc, &[]);
+                        }
+                    }
+                }
+            }
+        });
     }
 
     /// The panels of `block`'s B in thread `t`'s run.
@@ -194,17 +247,8 @@ impl Team<'_> {
         }
     }
 
-    /// How many runs of its B panels the tasks of `block` split its columns into: one, unless
-    /// the panels of A alone would give the threads fewer than [`TASKS_PER_THREAD`] tasks each
-    /// (a product of few rows, such as `8 x 4096 x 4096`, is one panel of A).
-    fn column_parts(&self, block: &Block) -> usize {
-        let b_panels = block.cols.len().div_ceil(self.uk.nr);
-        (TASKS_PER_THREAD * self.tasks.shares.len()).div_ceil(self.a_panels).clamp(1, b_panels)
-    }
-
-    /// Thread `t` takes tasks until none is left: a task is a panel of A multiplied by one run
-    /// of the packed block of B's panels (all of them, unless [`column_parts`](Self::column_parts)
-    /// splits the block), a row of tiles of C or part of one.
+    /// Thread `t` takes panels of A until none is left, and multiplies each by the whole packed
+    /// block of B: one row of tiles of C.
     fn multiply(&self, t: usize, block: &Block) {
         let (uk, a, kc) = (self.uk, self.a, block.depth.len());
         let runs: Vec<_> =
@@ -217,35 +261,24 @@ impl Team<'_> {
         let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
         let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
         let prefetch_next = a.rows * kc * size_of::<f32>() > COLD_A_BLOCK;
-        let parts = self.column_parts(block);
         // One packed panel of A and one list of lines for all of this thread's tasks.
         with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
             NEXT_LINES.with_borrow_mut(|next| {
-                let mut packed = None;
-                while let Some(task) = self.tasks.next(t) {
-                    let (i, part) = (task / parts, task % parts);
+                while let Some(i) = self.tasks.next(t) {
                     let panel_rows = rows(i);
                     let height = panel_rows.len();
-                    if packed != Some(i) {
-                        (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
-                        packed = Some(i);
-                        // The source lines of the next panel, usually this thread's next task.
-                        next.clear();
-                        if prefetch_next && i + 1 < self.a_panels {
-                            pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
-                        }
+                    (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
+                    // The source lines of the next panel, usually this thread's next task.
+                    next.clear();
+                    if prefetch_next && i + 1 < self.a_panels {
+                        pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
                     }
-                    // The last run of the row prefetches the next panel of A.
-                    let warm: &[*const f32] = if part + 1 == parts { next } else { &[] };
-                    let run = part * b_panels.len() / parts..(part + 1) * b_panels.len() / parts;
-                    let first_col = block.cols.start + run.start * uk.nr;
-                    let cols = first_col..block.cols.end.min(block.cols.start + run.end * uk.nr);
                     let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
-                    // SAFETY: rows `i * MR..` and columns `cols` of C are this task's alone
-                    // (TilesOfC), and lie inside C.
+                    // SAFETY: rows `i * MR..` of C are this task's alone (TilesOfC), and lie
+                    // inside C.
                     unsafe {
                         let c = self.c.data.add(i * uk.mr * self.ldc);
-                        row_of_tiles(uk, &row, &b_panels[run], cols, c, self.ldc, warm);
+                        row_of_tiles(uk, &row, &b_panels, block.cols.clone(), c, self.ldc, next);
                     }
                 }
             })
@@ -254,16 +287,15 @@ impl Team<'_> {
 }
 
 /// `C`'s values, written by the tasks. Within a block, a task owns the tiles of its panel of A's
-/// `MR` rows and its run of B's panels, so no two threads touch one element; the barrier between
-/// two blocks orders every write of one before any read of the next (a tile may change threads
-/// from block to block). A plain pointer says that where per-row locks would have kept the
-/// tasks of one row from running side by side.
+/// `MR` rows, so no two threads touch one element, and the barrier between two blocks orders
+/// every write of one before any read of the next (a tile may change threads from block to
+/// block); a task of [`Team::work_on_strips`] owns its strip of columns for the whole product.
 struct TilesOfC<'a> {
     data: *mut f32,
     _c: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: the threads write disjoint tiles (above), as `&mut [f32]` chunks of C would be Send.
+// SAFETY: the threads write disjoint tiles (above), as `&mut [f32]` pieces of C would be Send.
 unsafe impl Send for TilesOfC<'_> {}
 // SAFETY: as above; shared only to hand each task its own tiles.
 unsafe impl Sync for TilesOfC<'_> {}
@@ -363,10 +395,19 @@ impl Barrier {
     }
 }
 
-/// The least number of tasks per thread in a block: fewer panels of A than that, and the
-/// block's columns are split among tasks too ([`Team::column_parts`]), so that every thread has
-/// work and the last tasks even out.
+/// The least number of tasks per thread that the panels of A must give for the threads to share
+/// the rows; with fewer, they share strips of the columns ([`Team::work_on_strips`]), cut so
+/// that each thread gets this many.
 const TASKS_PER_THREAD: usize = 4;
+
+/// Panels of A below which the threads share strips of the columns whatever their count, when
+/// `C` is at least twice as wide as tall: each strip then packs all of A (fewer than `64 * MR`
+/// rows) for itself, which its width pays for, and no barrier separates packing from computing.
+const FEW_PANELS: usize = 64;
+
+/// The narrowest strip, in panels of B: a strip packs all of A for itself, which needs this
+/// many columns of work to pay for.
+const MIN_STRIP: usize = 4;
 
 /// How many tiles at the end of a row prefetch the next panel's source: a panel of B (64 KB at
 /// `kc = 512`) passes through the 32 KB L1 per tile, so lines asked for earlier are gone again by
