@@ -58,10 +58,11 @@
 //!
 //! A product of few rows has too few panels of A for its threads (`8 x 4096 x 4096` has one),
 //! and packing each block of B for them alone, between two barriers, costs as much as using it.
-//! With fewer than [`TASKS_PER_THREAD`] panels a thread, or [`FEW_PANELS`] in a `C` at least twice
-//! as wide as tall, the threads share strips of C's columns instead: a task packs its strip of B and all of A block by block and computes
-//! its strip whole, with no barrier, so one thread's packing runs beside another's FMAs. Either
-//! way each tile is the same sequence of microkernel calls, so the bits do not change.
+//! With fewer than [`TASKS_PER_THREAD`] panels a thread, or [`FEW_PANELS`] in a `C` at least
+//! twice as wide as tall, and a strip for every thread, the threads share strips of C's columns
+//! instead: a task packs its strip of B and all of A block by block and computes its strip
+//! whole, with no barrier, so one thread's packing runs beside another's FMAs. Either way each
+//! tile is the same sequence of microkernel calls, so the bits do not change.
 //!
 //! The barrier spins, then yields, and never sleeps ([`Barrier`]). Before, each of the two phases
 //! of every block was a rayon parallel iterator, and between them the idle worker went to sleep,
@@ -124,13 +125,14 @@ pub fn gemm(
             tasks: Tasks::new(threads),
             barrier: Barrier::new(threads),
         };
-        // Few rows: the threads share the columns instead, with no barrier.
+        // Few rows: the threads share strips of the columns instead, when there is a strip for
+        // each of them.
         let few_rows =
             a_panels < TASKS_PER_THREAD * threads || (a_panels < FEW_PANELS && c.cols >= 2 * c.rows);
-        let strips = (threads > 1 && few_rows).then(|| {
-            let panels = c.cols.div_ceil(uk.nr);
-            let strip = panels.div_ceil(TASKS_PER_THREAD * threads).max(MIN_STRIP).min(group);
-            team.tasks.deal(panels.div_ceil(strip));
+        let b_panels = c.cols.div_ceil(uk.nr);
+        let strip = b_panels.div_ceil(TASKS_PER_THREAD * threads).max(MIN_STRIP).min(group);
+        let strips = (threads > 1 && few_rows && b_panels.div_ceil(strip) >= threads).then(|| {
+            team.tasks.deal(b_panels.div_ceil(strip));
             strip
         });
         let work = |t| match strips {
