@@ -125,16 +125,10 @@ pub fn gemm(
             tasks: Tasks::new(threads),
             barrier: Barrier::new(threads),
         };
-        // Few rows: the threads share strips of the columns instead, when there is a strip for
-        // each of them.
-        let few_rows =
-            a_panels < TASKS_PER_THREAD * threads || (a_panels < FEW_PANELS && c.cols >= 2 * c.rows);
-        let b_panels = c.cols.div_ceil(uk.nr);
-        let strip = b_panels.div_ceil(TASKS_PER_THREAD * threads).max(MIN_STRIP).min(group);
-        let strips = (threads > 1 && few_rows && b_panels.div_ceil(strip) >= threads).then(|| {
-            team.tasks.deal(b_panels.div_ceil(strip));
-            strip
-        });
+        let strips = strip_width(threads, (c.rows, c.cols), (a_panels, uk.nr), group);
+        if let Some(strip) = strips {
+            team.tasks.deal(c.cols.div_ceil(uk.nr).div_ceil(strip));
+        }
         let work = |t| match strips {
             Some(strip) => team.work_on_strips(t, strip),
             None => team.work(t),
@@ -202,7 +196,6 @@ impl Team<'_> {
     /// in order: its own copy of the strip of B and of every panel of A, no barrier.
     fn work_on_strips(&self, t: usize, strip: usize) {
         let (uk, a, k, n) = (self.uk, self.a, self.a.cols, self.n);
-        let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
         let mut b_strip = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
         with_scratch(&PACK_A, self.a_panels * uk.mr * self.kc, |a_packed| {
             while let Some(s) = self.tasks.next(t) {
@@ -218,7 +211,7 @@ impl Team<'_> {
                     let beta = if pc == 0 { self.beta } else { 1.0 };
                     for (i, a_panel) in a_packed.chunks_exact_mut(uk.mr * kc).take(self.a_panels).enumerate()
                     {
-                        let panel_rows = rows(i);
+                        let panel_rows = self.panel_rows(i);
                         let height = panel_rows.len();
                         (uk.pack_a)(a, panel_rows, depth.clone(), a_panel);
                         let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
@@ -231,6 +224,11 @@ impl Team<'_> {
                 }
             }
         });
+    }
+
+    /// The rows of A (and C) of panel `i` of A.
+    fn panel_rows(&self, i: usize) -> Range<usize> {
+        i * self.uk.mr..self.a.rows.min(i * self.uk.mr + self.uk.mr)
     }
 
     /// The panels of `block`'s B in thread `t`'s run.
@@ -261,19 +259,18 @@ impl Team<'_> {
             .map(|panel| &panel[..uk.nr * kc])
             .collect();
         let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
-        let rows = |i: usize| i * uk.mr..a.rows.min(i * uk.mr + uk.mr);
         let prefetch_next = a.rows * kc * size_of::<f32>() > COLD_A_BLOCK;
         // One packed panel of A and one list of lines for all of this thread's tasks.
         with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
             NEXT_LINES.with_borrow_mut(|next| {
                 while let Some(i) = self.tasks.next(t) {
-                    let panel_rows = rows(i);
+                    let panel_rows = self.panel_rows(i);
                     let height = panel_rows.len();
                     (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
                     // The source lines of the next panel, usually this thread's next task.
                     next.clear();
                     if prefetch_next && i + 1 < self.a_panels {
-                        pack::source_lines(a, rows(i + 1), block.depth.clone(), next);
+                        pack::source_lines(a, self.panel_rows(i + 1), block.depth.clone(), next);
                     }
                     let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
                     // SAFETY: rows `i * MR..` of C are this task's alone (TilesOfC), and lie
@@ -410,6 +407,24 @@ const FEW_PANELS: usize = 64;
 /// The narrowest strip, in panels of B: a strip packs all of A for itself, which needs this
 /// many columns of work to pay for.
 const MIN_STRIP: usize = 4;
+
+/// The width, in panels of B, of the strips of columns the threads share for a product of few
+/// rows ([`Team::work_on_strips`]), or `None` when they share the rows: `threads` threads on an
+/// `m x n` C of `a_panels` panels of A and `nr`-column panels of B, at most `group` panels to a
+/// strip (what one thread's buffer holds). Strips are taken when the panels of A give fewer than
+/// [`TASKS_PER_THREAD`] tasks a thread, or are fewer than [`FEW_PANELS`] in a C at least twice as
+/// wide as tall, and when there is a strip for every thread.
+fn strip_width(
+    threads: usize,
+    (m, n): (usize, usize),
+    (a_panels, nr): (usize, usize),
+    group: usize,
+) -> Option<usize> {
+    let few_rows = a_panels < TASKS_PER_THREAD * threads || (a_panels < FEW_PANELS && n >= 2 * m);
+    let b_panels = n.div_ceil(nr);
+    let strip = b_panels.div_ceil(TASKS_PER_THREAD * threads).max(MIN_STRIP).min(group);
+    (threads > 1 && few_rows && b_panels.div_ceil(strip) >= threads).then_some(strip)
+}
 
 /// How many tiles at the end of a row prefetch the next panel's source: a panel of B (64 KB at
 /// `kc = 512`) passes through the 32 KB L1 per tile, so lines asked for earlier are gone again by

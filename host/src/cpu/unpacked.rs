@@ -134,11 +134,7 @@ fn with_rows_of_b<R>(b: &MatRef, f: impl FnOnce(*const f32, usize) -> R) -> R {
     match b.layout {
         Layout::RowMajor => f(b.data.as_ptr(), b.ld),
         Layout::ColMajor => with_scratch(&B_ROWS, b.rows * b.cols, |rows| {
-            for (j, column) in (0..b.cols).map(|j| (j, b.col(j))) {
-                for (p, &x) in column.iter().enumerate() {
-                    rows[p * b.cols + j] = x;
-                }
-            }
+            b.copy_row_major(rows);
             f(rows.as_ptr(), b.cols)
         }),
     }
