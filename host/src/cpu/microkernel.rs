@@ -9,7 +9,9 @@
 //! `C += A[:, p] * B[p, :]`. Nothing but the packed panels is touched until the end, when the tile
 //! is written to `C` once: `C = alpha * tile + beta * C`, and `C` is not read when `beta == 0`.
 //!
-//! Between the steps the kernel prefetches a list of addresses it is given (`warm`), one every
+//! Each step prefetches the row of `B` that [`B_LEAD`] steps later will load, so that the
+//! panel streaming from L2 or L3 is in L1 when the FMAs want it. Between the steps the kernel
+//! also prefetches a list of addresses it is given (`warm`), one every
 //! `kc / len` steps (at most one a step), and never reads them: the loops pass the source lines of
 //! the next `A` panel, so that packing it reads L1 or L2 instead of waiting on L3 with nothing to
 //! overlap ([`packed`](super::packed)). The list is plain addresses, so the kernel still knows
@@ -64,6 +66,17 @@ use super::simd::{Portable, Simd, prefetch};
 /// slowed the AVX2 kernel, whose 15 live registers leave none spare, by 7-27%; the loop is
 /// now split in two runs of steps with the prefetch between them.)
 const C_LEAD: usize = 48;
+
+/// How many `kc` steps ahead the microkernel prefetches the rows of its `B` panel into L1.
+///
+/// `B` streams from L2 or L3 at 128 bytes per 16 FMAs, and the hardware's L1 prefetcher alone
+/// left the `8 x 32` kernel waiting on it (measured figures: `docs/performance-notes.md`).
+/// 16 steps are about 130 cycles at two FMAs a cycle: more than an L2 hit takes, with the
+/// lines in flight well within the L1's fill buffers.
+const B_LEAD: usize = 16;
+
+/// f32 values in a 64-byte cache line.
+const LINE_FLOATS: usize = 16;
 
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.
 pub const MAX_TILE: usize = 8 * 32;
@@ -162,6 +175,11 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize, const B_ROW: 
                     next_warm += every;
                 }
                 let b_row = b.add(p * B_ROW);
+                // The row of `B` wanted `B_LEAD` steps on, one prefetch per cache line it
+                // reads: past the panel's end these are the next panel's first rows.
+                for line in (0..nr).step_by(LINE_FLOATS) {
+                    prefetch(b_row.wrapping_add(B_LEAD * B_ROW + line));
+                }
                 let a_col = a.add(p * MR);
                 let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
                 rank_one_update::<S, MR, NV>(&mut acc, &bv, |r| *a_col.add(r));

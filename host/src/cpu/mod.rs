@@ -22,6 +22,7 @@ mod microkernel;
 pub mod naive;
 mod pack;
 pub mod packed;
+mod scratch;
 mod simd;
 mod unpacked;
 

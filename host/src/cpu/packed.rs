@@ -79,12 +79,12 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::thread::LocalKey;
 
 use crossbeam_utils::Backoff;
 
 use super::microkernel::{MAX_TILE, Microkernel};
 use super::pack;
+use super::scratch::{Scratch, with_scratch};
 use crate::matrix::{MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -501,42 +501,12 @@ unsafe fn row_of_tiles(
 }
 
 thread_local! {
-    /// The packed panels of A of the worker threads, kept between calls: allocating (and
-    /// faulting in) a fresh buffer on every call costs about 1% at n = 1024.
-    static PACK_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The packed panels of A of the worker threads.
+    static PACK_A: Scratch = const { RefCell::new(Vec::new()) };
     /// The packed block of B, on the calling thread: one run of panels per thread of the team.
-    static PACK_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PACK_B: Scratch = const { RefCell::new(Vec::new()) };
     /// The addresses the microkernels prefetch for the next panel of A.
     static NEXT_LINES: RefCell<Vec<*const f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on `len` values of this thread's `key` buffer (contents unspecified: packing writes
-/// every value it later reads). A thread that is already inside `f` gets a fresh buffer instead:
-/// a caller that is a worker of another rayon pool runs that pool's tasks, which may call here
-/// again, while it waits for this call's team.
-pub(super) fn with_scratch<R>(
-    key: &'static LocalKey<RefCell<Vec<f32>>>,
-    len: usize,
-    f: impl FnOnce(&mut [f32]) -> R,
-) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffer) => aligned(&mut buffer, len, f),
-        Err(_) => aligned(&mut Vec::new(), len, f),
-    })
-}
-
-/// Runs `f` on `len` values of `buffer` (grown as needed) from a 64-byte boundary on. A row of a
-/// packed B panel is then two whole cache lines (`NR = 32`, or one line at `NR = 16`), so no
-/// vector load of the microkernel straddles two lines: 1-1.5% at n = 512 and 1024 on one
-/// thread (`malloc` returns 16-byte-aligned blocks, so before every load of B was split).
-fn aligned<R>(buffer: &mut Vec<f32>, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    const LINE: usize = 64;
-    let slack = LINE / size_of::<f32>() - 1;
-    if buffer.len() < len + slack {
-        buffer.resize(len + slack, 0.0);
-    }
-    let start = buffer.as_ptr().align_offset(LINE);
-    f(&mut buffer[start..start + len])
 }
 
 /// The least work, in flops, that pays for one more thread of the team: about what a core does

@@ -26,7 +26,8 @@
 use std::cell::RefCell;
 
 use super::microkernel::{rank_one_update, update_c};
-use super::packed::{self, with_scratch};
+use super::packed;
+use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd};
@@ -125,7 +126,7 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(o: Operands, n:
 
 thread_local! {
     /// A column-major `B`, copied row-major.
-    static B_ROWS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static B_ROWS: Scratch = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on `B` as `(first value, distance between rows)`, its rows contiguous: the view
