@@ -23,6 +23,8 @@ const MANY_TILES: (usize, usize, usize) = (389, 263, 37);
 /// Shapes the automatic choice gives to its kernels for few rows and for matrix-vector
 /// products.
 const FEW_ROWS: (usize, usize, usize) = (7, 131, 203);
+/// The same with `n` and `k` multiples of 4: the few-row kernel's 16-byte entry.
+const FEW_ROWS_VEC4: (usize, usize, usize) = (6, 132, 204);
 const VECTOR: (usize, usize, usize) = (1, 97, 1001);
 
 fn check(engine: &Engine, shape: (usize, usize, usize), what: &str) {
@@ -61,7 +63,7 @@ fn every_gpu_precision_keeps_f32_accuracy_at_every_magnitude() {
     };
     for precision in [Precision::Accurate, Precision::Strict] {
         let engine = engine.clone().with_precision(precision);
-        for shape in [SHAPE, DEEP, FEW_ROWS, VECTOR] {
+        for shape in [SHAPE, DEEP, FEW_ROWS, FEW_ROWS_VEC4, VECTOR] {
             check(&engine, shape, &format!("gpu {precision:?}"));
         }
     }
@@ -82,7 +84,11 @@ fn gpu_results_are_bitwise_reproducible() {
     let Some(engine) = gpu_or_skip("gpu_results_are_bitwise_reproducible") else { return };
     for precision in [Precision::Accurate, Precision::Strict] {
         let engine = engine.clone().with_precision(precision);
-        for case in magnitudes::cases(DEEP, 9).iter().chain(&magnitudes::cases((1000, 1000, 1000), 40)) {
+        for case in magnitudes::cases(DEEP, 9)
+            .iter()
+            .chain(&magnitudes::cases((1000, 1000, 1000), 40))
+            .chain(&magnitudes::cases((8, 1024, 1024), 41))
+        {
             let run = || {
                 let (a, b) = (
                     MatRef::contiguous(&case.a, case.m, case.k),

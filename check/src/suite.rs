@@ -115,6 +115,9 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     for t in [127, 128, 129] {
         shapes.extend([(t, 128, 128), (128, t, 128), (128, 128, t), (t, t, t)]);
     }
+    // A few rows with `n` and `k` multiples of 4 (the 16-byte entry of the GPU's few-row kernel
+    // when unpadded): one quad of `k`, an odd number of quads per thread, fewer than its threads.
+    shapes.extend([(8, 128, 4), (6, 520, 1028), (3, 260, 64)]);
     shapes.extend([(61, 67, 71), (97, 89, 101), (251, 241, 239)]);
     shapes.extend([(1000, 3, 17), (3, 1000, 29), (517, 1, 33), (1, 517, 65)]);
     shapes.extend([(64, 64, 1), (100, 37, 1)]);

@@ -1058,7 +1058,12 @@ mod tests {
                         n if n == pad::SPEC.entry => &pad,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
-                        n if n == vector::SPEC.entry || n == few_rows::SPEC.entry => &gemm,
+                        n if n == vector::SPEC.entry
+                            || n == few_rows::SPEC.entry
+                            || Some(n) == few_rows::SPEC.vec4_entry =>
+                        {
+                            &gemm
+                        }
                         n if gemm_entries.contains(&n) => &gemm,
                         _ => panic!("entry point {name} has no parameter declaration on the host"),
                     };

@@ -227,6 +227,26 @@ pub unsafe fn sync_warp() {
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) }
 }
 
+/// `shfl.sync.bfly.b32`: the value `x` of the lane whose index is this lane's XOR `mask`
+/// (a butterfly exchange), for a reduction across lanes in registers.
+///
+/// # Safety
+/// All 32 threads of the warp must execute it (the kernels call it with no divergence).
+#[inline(always)]
+pub unsafe fn shfl_bfly_f32(x: f32, mask: u32) -> f32 {
+    let y: f32;
+    unsafe {
+        asm!(
+            "shfl.sync.bfly.b32 {y}, {x}, {m}, 31, -1;",
+            y = out(reg32) y,
+            x = in(reg32) x,
+            m = in(reg32) mask,
+            options(nostack),
+        );
+    }
+    y
+}
+
 /// `cp.async.cg.shared.global [dst], [src], 16, src_size`: starts an asynchronous copy of 16
 /// bytes from global to shared memory, bypassing L1 and the register file. When `guard` is
 /// false the source size is 0: nothing is read and the 16 destination bytes are zero-filled.

@@ -10,6 +10,16 @@
 //! are then added in a fixed order through shared memory, so the result does not vary from run
 //! to run. `C` is not read when `beta == 0`. (Matrix-vector products have a kernel of their
 //! own, [`vector`](crate::production::vector), with twice the threads per output.)
+//!
+//! The 16-byte-load entry (`A` and `B` aligned, `k`, `n` and the leading dimensions multiples
+//! of 4) covers the same 32 columns with the same threads in another arrangement. A lane owns
+//! four adjacent columns of `C` (one 16-byte vector of a row of `B`): eight lanes span the 32
+//! columns, and the four such groups of a warp with its 16 warps are 64 threads down `K`. Each
+//! takes four consecutive rows of `B` at a time (a quad: four 16-byte loads) with the four
+//! matching columns of each row of `A` (one 16-byte load a row), 128 FMAs for 12 loads where
+//! the scalar entry issues 9 loads per 8 FMAs. The four groups of a warp add their sums with
+//! two butterfly shuffles, and the warps theirs through shared memory as above, each in a
+//! fixed order.
 
 use crate::infra::launch::{KernelSpec, Shapes};
 
@@ -25,12 +35,13 @@ const WARPS: u32 = 16;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "few_rows",
     entry: "sgemm_few_rows",
+    vec4_entry: Some("sgemm_few_rows_vec4"),
     summary: "products with at most 8 rows of C, 16 threads per output",
     block: (LANES, WARPS),
     tile: (FEW as u32, LANES),
     smem_bytes: FEW as u32 * WARPS * (LANES + 1) * 4,
     shapes: Shapes::FewRows(FEW),
-    // Scalar loads, no launch bounds, no K split, every architecture: as the vector kernel.
+    // No launch bounds, no K split, every architecture: as the vector kernel.
     ..crate::production::vector::SPEC
 };
 
@@ -38,6 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
 mod device_code {
     use super::{FEW, LANES, SPEC, WARPS};
     use crate::infra::device::*;
+    use crate::infra::ptx::{F32x4, ld_global_nc_v4_f32, shfl_bfly_f32};
 
     /// Rows of `B` loaded ahead of the FMAs, in flight together.
     const AHEAD: u32 = 8;
@@ -90,17 +102,113 @@ mod device_code {
                 *partials.add(at(i, ty, tx)) = sum;
             }
             sync_threads();
-            if ty == 0 && col < n {
-                for i in 0..rows {
-                    let total = (0..WARPS).fold(0.0f32, |t, warp| t + *partials.add(at(i, warp, tx)));
-                    update_c(c.add(offset(i as u32, col, ldc)), alpha, total, beta);
+            write_c(partials, rows, col, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc });
+        }
+    }
+
+    /// The end of both entries, after the barrier: warp `i < rows` adds row `i`'s partial sums
+    /// of column `col` (lane `tx` of the block's columns) in warp order and writes `C`.
+    ///
+    /// # Safety
+    /// `partials` holds row `i`'s sums of every warp at `(i * WARPS + warp) * (LANES + 1) +
+    /// tx`, written before the barrier; `col` is this lane's column.
+    #[inline(always)]
+    unsafe fn write_c(partials: *const f32, rows: usize, col: u32, GemmArgs { n, alpha, beta, c, ldc, .. }: GemmArgs) {
+        let (tx, row) = (thread_x(), thread_y());
+        if (row as usize) < rows && col < n {
+            let at = |warp: u32| (row * WARPS + warp) as usize * (LANES + 1) as usize + tx as usize;
+            // SAFETY: as the contract says; the element of C is inside (row < m, col < n).
+            unsafe {
+                let total = (0..WARPS).fold(0.0f32, |t, warp| t + *partials.add(at(warp)));
+                update_c(c.add(offset(row, col, ldc)), alpha, total, beta);
+            }
+        }
+    }
+
+    /// Lanes of a warp side by side along a row: each owns four columns, the 32 of the block.
+    const GROUPS: u32 = LANES / 4;
+    /// Threads of a warp down `K`: one per group of [`GROUPS`] lanes.
+    const K_LANES: u32 = LANES / GROUPS;
+
+    /// [`few_rows`] with 16-byte loads of `A` and `B`, launched with [`SPEC`] (the module doc
+    /// describes the arrangement).
+    ///
+    /// # Safety
+    /// As [`few_rows`], and `a` and `b` 16-byte aligned with `k`, `n`, `lda` and `ldb`
+    /// multiples of 4.
+    unsafe fn few_rows_vec4(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let (group, k_lane) = (tx % GROUPS, tx / GROUPS);
+        let col = block_x() * LANES + 4 * group;
+        let rows = (m as usize).min(FEW);
+        let partials = dynamic_shared_f32();
+        let at = |i: usize, warp: u32, lane: u32| {
+            (i * WARPS as usize + warp as usize) * (LANES + 1) as usize + lane as usize
+        };
+        // Quads (4 rows of B) a step of all threads down K covers, and this thread's first.
+        let (step, quads) = (WARPS * K_LANES, k / 4);
+        let mut q = ty * K_LANES + k_lane;
+        let mut sums = [[0.0f32; 4]; FEW];
+        // SAFETY: loads are guarded to B's k x n (a quad is whole: k % 4 == 0; a vector is
+        // whole: col and n are multiples of 4) and to A's m x k (i < m, whole quads); the
+        // vectors start 16-byte aligned (aligned bases, leading dimensions multiples of 4).
+        // Every lane reaches both shuffles and the barrier; each partial is written by one
+        // thread and read after the barrier.
+        unsafe {
+            let quad_of_b = |q: u32| -> [F32x4; 4] {
+                core::array::from_fn(|s| {
+                    ld_global_nc_v4_f32(b.wrapping_add(offset(4 * q + s as u32, col, ldb)), col < n)
+                })
+            };
+            let multiply = |sums: &mut [[f32; 4]; FEW], q: u32, bs: &[F32x4; 4]| {
+                for (i, row_sums) in sums.iter_mut().enumerate() {
+                    let av = ld_global_nc_v4_f32(a.wrapping_add(offset(i as u32, 4 * q, lda)), i < rows);
+                    for (&a_p, b_p) in av.0.iter().zip(bs) {
+                        for (sum, &b_pj) in row_sums.iter_mut().zip(&b_p.0) {
+                            *sum = fma(a_p, b_pj, *sum);
+                        }
+                    }
+                }
+            };
+            // Two quads a trip: their eight loads of B are in flight together.
+            while q + step < quads {
+                let (first, second) = (quad_of_b(q), quad_of_b(q + step));
+                multiply(&mut sums, q, &first);
+                multiply(&mut sums, q + step, &second);
+                q += 2 * step;
+            }
+            if q < quads {
+                let only = quad_of_b(q);
+                multiply(&mut sums, q, &only);
+            }
+            for row_sums in sums.iter_mut() {
+                for sum in row_sums.iter_mut() {
+                    *sum += shfl_bfly_f32(*sum, 2 * GROUPS);
+                    *sum += shfl_bfly_f32(*sum, GROUPS);
                 }
             }
+            if k_lane == 0 {
+                for (i, row_sums) in sums.iter().enumerate().take(rows) {
+                    for (j, &sum) in row_sums.iter().enumerate() {
+                        *partials.add(at(i, ty, 4 * group + j as u32)) = sum;
+                    }
+                }
+            }
+            sync_threads();
+            let col = block_x() * LANES + tx;
+            write_c(partials, rows, col, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc });
         }
     }
 
     gemm_entry! { production:
         /// Products with a few rows of `C`: [`few_rows`]'s entry point.
         sgemm_few_rows => few_rows
+    }
+
+    gemm_entry! { production:
+        /// Products with a few rows of `C`, 16-byte global loads (the host launches it only
+        /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4):
+        /// [`few_rows_vec4`]'s entry point.
+        sgemm_few_rows_vec4 => few_rows_vec4
     }
 }
