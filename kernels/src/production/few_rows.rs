@@ -113,7 +113,12 @@ mod device_code {
     /// `partials` holds row `i`'s sums of every warp at `(i * WARPS + warp) * (LANES + 1) +
     /// tx`, written before the barrier; `col` is this lane's column.
     #[inline(always)]
-    unsafe fn write_c(partials: *const f32, rows: usize, col: u32, GemmArgs { n, alpha, beta, c, ldc, .. }: GemmArgs) {
+    unsafe fn write_c(
+        partials: *const f32,
+        rows: usize,
+        col: u32,
+        GemmArgs { n, alpha, beta, c, ldc, .. }: GemmArgs,
+    ) {
         let (tx, row) = (thread_x(), thread_y());
         if (row as usize) < rows && col < n {
             let at = |warp: u32| (row * WARPS + warp) as usize * (LANES + 1) as usize + tx as usize;
