@@ -29,6 +29,8 @@ pub const FEW: usize = 8;
 const LANES: u32 = 32;
 /// Warps of a block: the threads of each output.
 const WARPS: u32 = 16;
+// The sums are written to C by one warp per row.
+const _: () = assert!(WARPS as usize >= FEW);
 
 /// Launch configuration of [`sgemm_few_rows`](self): a block covers 32 columns of `C` and
 /// all of its at most 8 rows. (512 threads: the kernel's registers fit a block of them.)
