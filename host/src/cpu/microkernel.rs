@@ -53,7 +53,7 @@
 use super::pack::{PackA, PackB, pack_a, pack_b};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{Portable, Simd, prefetch};
+use super::simd::{LINE_FLOATS, Portable, Simd, prefetch};
 
 /// How many `kc` steps before the end of its loop the microkernel prefetches its tile of `C`.
 ///
@@ -69,14 +69,11 @@ const C_LEAD: usize = 48;
 
 /// How many `kc` steps ahead the microkernel prefetches the rows of its `B` panel into L1.
 ///
-/// `B` streams from L2 or L3 at 128 bytes per 16 FMAs, and the hardware's L1 prefetcher alone
-/// left the `8 x 32` kernel waiting on it (measured figures: `docs/performance-notes.md`).
-/// 16 steps are about 130 cycles at two FMAs a cycle: more than an L2 hit takes, with the
-/// lines in flight well within the L1's fill buffers.
+/// `B` streams from L2 or L3 at 128 bytes per 16 FMAs, faster than the hardware's L1
+/// prefetcher alone keeps up with (`docs/performance-notes.md`). 16 steps are about 130 cycles
+/// at two FMAs a cycle: more than an L2 hit takes, with the lines in flight well within the
+/// L1's fill buffers.
 const B_LEAD: usize = 16;
-
-/// f32 values in a 64-byte cache line.
-const LINE_FLOATS: usize = 16;
 
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.
 pub const MAX_TILE: usize = 8 * 32;

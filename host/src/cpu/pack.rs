@@ -65,6 +65,7 @@
 
 use std::ops::Range;
 
+use super::simd::LINE_FLOATS;
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
 use crate::matrix::{Layout, MatRef};
@@ -95,15 +96,14 @@ pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize
 /// panel before ([`packed`](super::packed)). A row-major `A` gives `MR` runs of `kc` values,
 /// `ld` apart; a column-major one `kc` runs of `MR` values.
 pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &mut Vec<*const f32>) {
-    const LINE: usize = 64 / size_of::<f32>();
     let mut add = |run: &[f32]| {
-        // The run's first value, then the first value of each line after it: `run[LINE - offset]`
-        // begins the second line.
+        // The run's first value, then the first value of each line after it: `run[LINE_FLOATS -
+        // offset]` begins the second line.
         let start = run.as_ptr();
-        let second = LINE - start.addr() / size_of::<f32>() % LINE;
-        let more = run.len().saturating_sub(second).div_ceil(LINE);
+        let second = LINE_FLOATS - start.addr() / size_of::<f32>() % LINE_FLOATS;
+        let more = run.len().saturating_sub(second).div_ceil(LINE_FLOATS);
         lines.push(start);
-        lines.extend((0..more).map(|j| start.wrapping_add(second + j * LINE)));
+        lines.extend((0..more).map(|j| start.wrapping_add(second + j * LINE_FLOATS)));
     };
     match a.layout {
         Layout::RowMajor => rows.for_each(|r| add(&a.row(r)[cols.clone()])),
@@ -284,6 +284,12 @@ mod avx512 {
 /// `kc * nr`, then a gap of [`B_PANEL_GAP`].
 pub fn b_panel_stride(kc: usize, nr: usize) -> usize {
     kc * nr + B_PANEL_GAP
+}
+
+/// The panels of `kc x nr` values in `packed`, as [`pack_b`] lays them out (every
+/// [`b_panel_stride`] values; a trailing partial stride is not a panel).
+pub fn b_panels(packed: &[f32], kc: usize, nr: usize) -> impl Iterator<Item = &[f32]> {
+    packed.chunks_exact(b_panel_stride(kc, nr)).map(move |panel| &panel[..kc * nr])
 }
 
 /// Unused values after each packed panel of `B`: two cache lines. Without them the panels lie

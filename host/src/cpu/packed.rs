@@ -195,31 +195,20 @@ impl Team<'_> {
     /// columns until none is left, and computes each strip of C whole, every block of its depth
     /// in order: its own copy of the strip of B and of every panel of A, no barrier.
     fn work_on_strips(&self, t: usize, strip: usize) {
-        let (uk, a, k, n) = (self.uk, self.a, self.a.cols, self.n);
+        let (uk, k, n) = (self.uk, self.a.cols, self.n);
         let mut b_strip = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
         with_scratch(&PACK_A, self.a_panels * uk.mr * self.kc, |a_packed| {
             while let Some(s) = self.tasks.next(t) {
                 let cols = s * strip * uk.nr..n.min((s + 1) * strip * uk.nr);
                 for pc in (0..k).step_by(self.kc) {
                     let depth = pc..k.min(pc + self.kc);
-                    let kc = depth.len();
-                    let stride = pack::b_panel_stride(kc, uk.nr);
-                    let panels = cols.len().div_ceil(uk.nr);
-                    (uk.pack_b)(self.b, depth.clone(), cols.clone(), 0, &mut b_strip[..panels * stride]);
-                    let b_panels: Vec<&[f32]> =
-                        b_strip[..panels * stride].chunks_exact(stride).map(|p| &p[..uk.nr * kc]).collect();
-                    let beta = if pc == 0 { self.beta } else { 1.0 };
-                    for (i, a_panel) in a_packed.chunks_exact_mut(uk.mr * kc).take(self.a_panels).enumerate()
-                    {
-                        let panel_rows = self.panel_rows(i);
-                        let height = panel_rows.len();
-                        (uk.pack_a)(a, panel_rows, depth.clone(), a_panel);
-                        let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
+                    let len = cols.len().div_ceil(uk.nr) * pack::b_panel_stride(depth.len(), uk.nr);
+                    (uk.pack_b)(self.b, depth.clone(), cols.clone(), 0, &mut b_strip[..len]);
+                    let b_panels: Vec<&[f32]> = pack::b_panels(&b_strip[..len], depth.len(), uk.nr).collect();
+                    let a_panels = a_packed.chunks_exact_mut(uk.mr * depth.len()).take(self.a_panels);
+                    for (i, a_panel) in a_panels.enumerate() {
                         // SAFETY: columns `cols` of C are this task's alone (TilesOfC).
-                        unsafe {
-                            let c = self.c.data.add(i * uk.mr * self.ldc);
-                            row_of_tiles(uk, &row, &b_panels, cols.clone(), c, self.ldc, &[]);
-                        }
+                        unsafe { self.row_of_tiles(i, &depth, &cols, &b_panels, a_panel, &[]) };
                     }
                 }
             }
@@ -229,6 +218,33 @@ impl Team<'_> {
     /// The rows of A (and C) of panel `i` of A.
     fn panel_rows(&self, i: usize) -> Range<usize> {
         i * self.uk.mr..self.a.rows.min(i * self.uk.mr + self.uk.mr)
+    }
+
+    /// Packs panel `i` of A at `depth` into `a_panel` and multiplies it by `b_panels` (the
+    /// packed B of C's columns `cols` at that depth): one row of tiles of C, `beta` applied on
+    /// the first depth block only; the microkernels prefetch `warm`.
+    ///
+    /// # Safety
+    /// The calling task owns those tiles of C ([`TilesOfC`]).
+    unsafe fn row_of_tiles(
+        &self,
+        i: usize,
+        depth: &Range<usize>,
+        cols: &Range<usize>,
+        b_panels: &[&[f32]],
+        a_panel: &mut [f32],
+        warm: &[*const f32],
+    ) {
+        let panel_rows = self.panel_rows(i);
+        let height = panel_rows.len();
+        (self.uk.pack_a)(self.a, panel_rows, depth.clone(), a_panel);
+        let beta = if depth.start == 0 { self.beta } else { 1.0 };
+        let row = RowOfTiles { kc: depth.len(), alpha: self.alpha, beta, a_panel, height };
+        // SAFETY: the panel's rows of C lie inside C, and the caller owns columns `cols` of them.
+        unsafe {
+            let c = self.c.data.add(i * self.uk.mr * self.ldc);
+            row_of_tiles(self.uk, &row, b_panels, cols.clone(), c, self.ldc, warm);
+        }
     }
 
     /// The panels of `block`'s B in thread `t`'s run.
@@ -255,30 +271,20 @@ impl Team<'_> {
             self.b_runs.iter().map(|r| r.read().unwrap_or_else(PoisonError::into_inner)).collect();
         let stride = pack::b_panel_stride(kc, uk.nr);
         let b_panels: Vec<&[f32]> = (runs.iter().enumerate())
-            .flat_map(|(u, run)| run[..self.run(u, block).len() * stride].chunks_exact(stride))
-            .map(|panel| &panel[..uk.nr * kc])
+            .flat_map(|(u, run)| pack::b_panels(&run[..self.run(u, block).len() * stride], kc, uk.nr))
             .collect();
-        let beta = if block.depth.start == 0 { self.beta } else { 1.0 };
         let prefetch_next = a.rows * kc * size_of::<f32>() > COLD_A_BLOCK;
         // One packed panel of A and one list of lines for all of this thread's tasks.
         with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
             NEXT_LINES.with_borrow_mut(|next| {
                 while let Some(i) = self.tasks.next(t) {
-                    let panel_rows = self.panel_rows(i);
-                    let height = panel_rows.len();
-                    (uk.pack_a)(a, panel_rows, block.depth.clone(), a_panel);
                     // The source lines of the next panel, usually this thread's next task.
                     next.clear();
                     if prefetch_next && i + 1 < self.a_panels {
                         pack::source_lines(a, self.panel_rows(i + 1), block.depth.clone(), next);
                     }
-                    let row = RowOfTiles { kc, alpha: self.alpha, beta, a_panel, height };
-                    // SAFETY: rows `i * MR..` of C are this task's alone (TilesOfC), and lie
-                    // inside C.
-                    unsafe {
-                        let c = self.c.data.add(i * uk.mr * self.ldc);
-                        row_of_tiles(uk, &row, &b_panels, block.cols.clone(), c, self.ldc, next);
-                    }
+                    // SAFETY: rows `i * MR..` of C are this task's alone in this block (TilesOfC).
+                    unsafe { self.row_of_tiles(i, &block.depth, &block.cols, &b_panels, a_panel, next) };
                 }
             })
         });

@@ -1,11 +1,9 @@
 //! The scratch buffers that packed operands live in: one per thread and purpose, kept between
 //! calls, each returned slice starting on a cache line, and large ones on huge pages.
 //!
-//! - **Kept between calls.** Allocating (and faulting in) a fresh buffer on every call cost
-//!   about 1% at n = 1024.
+//! - **Kept between calls**, so that a call neither allocates nor faults pages in.
 //! - **A cache line.** A row of a packed `B` panel is then whole cache lines (`NR = 32`: two,
-//!   `NR = 16`: one), so no vector load of the microkernel straddles two lines (`malloc`
-//!   returns 16-byte-aligned blocks).
+//!   `NR = 16`: one), so no vector load of the microkernel straddles two lines.
 //! - **Huge pages.** A packed block of `B` is read by every panel of `A`, 128 bytes a
 //!   microkernel step, so with 4 KB pages the microkernel crosses into a new page every 32
 //!   steps, and a 1 MB block spans 256 pages, more than the first-level data TLB holds. A
@@ -18,11 +16,13 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
+use super::simd::LINE_FLOATS;
+
 /// A thread's scratch buffer: see [`with_scratch`].
 pub(super) type Scratch = RefCell<Vec<f32>>;
 
 /// A cache line, in bytes.
-const LINE: usize = 64;
+const LINE: usize = LINE_FLOATS * size_of::<f32>();
 
 /// A huge page of x86-64 and of most 64-bit Arm kernels, in bytes.
 const HUGE_PAGE: usize = 2 << 20;

@@ -213,6 +213,10 @@ impl Simd for Portable {
     }
 }
 
+/// `f32` values in a cache line (64 bytes on x86-64 and on most 64-bit Arm cores): the unit
+/// [`prefetch`] fetches and the alignment of the packed buffers.
+pub const LINE_FLOATS: usize = 64 / size_of::<f32>();
+
 /// Asks the cache hierarchy for the line holding `p` (x86 `prefetcht0`; nothing elsewhere). A
 /// hint: it never faults, whatever the address.
 #[inline(always)]

@@ -1046,8 +1046,9 @@ mod tests {
             c: (),
             ldc: 0,
         });
-        let gemm_entries: Vec<&str> =
-            GEMM_KERNELS.iter().flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry)).collect();
+        let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([&vector::SPEC, &few_rows::SPEC]))
+            .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
+            .collect();
         let mut checked = 0;
         for (major, minor) in [(8, 0), (9, 0)] {
             let images = images_for(major, minor).unwrap();
@@ -1058,12 +1059,6 @@ mod tests {
                         n if n == pad::SPEC.entry => &pad,
                         n if n == transpose::SPEC.entry => &transpose,
                         n if n == split_k::REDUCE.entry => &reduce,
-                        n if n == vector::SPEC.entry
-                            || n == few_rows::SPEC.entry
-                            || Some(n) == few_rows::SPEC.vec4_entry =>
-                        {
-                            &gemm
-                        }
                         n if gemm_entries.contains(&n) => &gemm,
                         _ => panic!("entry point {name} has no parameter declaration on the host"),
                     };
