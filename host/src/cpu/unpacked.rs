@@ -10,7 +10,7 @@
 //! - each step broadcasts `MR` values of a column of `A` from wherever the view keeps them (any
 //!   layout and leading dimension: two strides), and loads `NV` vectors of a row of `B`, which
 //!   must therefore be contiguous along its rows. A column-major `B` is first copied row-major
-//!   into a scratch buffer of this thread (`k x n` values, at most 1 MB: [`fits`]).
+//!   into a scratch buffer of this thread (`k x n` values, at most half the L2: [`fits`]).
 //! - a tile cut by the right edge of `C` loads only the columns of `B` that exist and stores
 //!   only the columns of `C` that exist, under a mask ([`Simd::load_masked`]); a tile cut by
 //!   the bottom edge is the same tile with fewer rows (one instance per height), so nothing
@@ -48,16 +48,19 @@ const MAX_FLOPS: usize = 8_000_000;
 // depend on the thread count.
 const _: () = assert!(MAX_FLOPS < 2 * packed::FLOPS_PER_THREAD);
 
-/// The most values of a column-major `B` copied row-major for a product computed unpacked: as
-/// many as the packed path's own block of `B` (1 MB), so that the copy, which this thread keeps
-/// for its next call, is no larger than what packing would keep.
-const MAX_B_COPY: usize = 256 * 1024;
+/// The most values of a column-major `B` copied row-major for a product computed unpacked: half
+/// of this CPU's L2 per core (1 MB when it does not say), the share the packed path's blocking
+/// gives `B` ([`cache`](super::cache)), so that the copy, which this thread keeps for its next
+/// call, stays in L2 beside `A` and `C`. A larger `B` is packed instead.
+fn max_b_copy() -> usize {
+    super::cache::l2_bytes().map_or(1 << 20, |l2| l2 / 2) / size_of::<f32>()
+}
 
 /// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked; such a
 /// product runs on one thread whatever the thread count.
 pub fn fits(m: usize, n: usize, k: usize, b: Layout) -> bool {
     let small = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k) <= MAX_FLOPS;
-    small && (b == Layout::RowMajor || k.saturating_mul(n) <= MAX_B_COPY)
+    small && (b == Layout::RowMajor || k.saturating_mul(n) <= max_b_copy())
 }
 
 /// Where a tile reads its operands and writes its result.
