@@ -27,6 +27,23 @@ fn every_gpu_kernel_passes_the_suite() {
 }
 
 #[test]
+fn every_kernel_is_resident_as_its_launch_bounds_promise() {
+    // The split-K and small-tile rules count resident blocks with the driver's occupancy; a
+    // kernel compiled with `min_blocks_per_sm` must reach it, and few_rows (8 warps, no launch
+    // bounds) is laid out for two blocks per SM.
+    let Some(gpu) = gpu_or_skip("every_kernel_is_resident_as_its_launch_bounds_promise") else { return };
+    let mut kernels: Vec<_> = gpu.kernel_names().into_iter().map(|name| gpu.kernel(name).unwrap()).collect();
+    let few_rows = gpu.chosen_for(Layout::RowMajor, 1, 8, 1024, 1024);
+    assert_eq!(few_rows.spec.name, "few_rows");
+    kernels.push(few_rows);
+    for kernel in kernels {
+        println!("{}: {} blocks per SM", kernel.spec.name, kernel.blocks_per_sm());
+        assert!(kernel.blocks_per_sm() >= kernel.spec.min_blocks_per_sm.max(1), "{}", kernel.spec.name);
+    }
+    assert!(few_rows.blocks_per_sm() >= 2);
+}
+
+#[test]
 fn the_automatic_choice_of_each_policy_passes_the_suite() {
     // The policies pick their kernel by shape (Gpu::chosen_for): the suite's shapes, small k
     // and large, go through whichever each policy picks.

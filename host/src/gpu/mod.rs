@@ -97,9 +97,18 @@ pub struct GpuKernel {
     function: CudaFunction,
     /// The 16-byte-load variant, when the kernel has one.
     vec4: Option<CudaFunction>,
+    /// Blocks of it one SM holds at once, as the driver reports for its registers, shared
+    /// memory and block size (the fewer of its two entries).
+    blocks_per_sm: u32,
 }
 
 impl GpuKernel {
+    /// Blocks of this kernel one SM holds at once (the driver's occupancy calculation, at
+    /// least 1): with the SM count, the resident blocks a grid must reach to fill the GPU.
+    pub fn blocks_per_sm(&self) -> u32 {
+        self.blocks_per_sm
+    }
+
     /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and `B`
     /// (`n` columns) allow it (both start 16-byte aligned, and leading dimensions and row
     /// lengths are multiples of 4, so every row starts 16-byte aligned and no vector straddles
@@ -372,7 +381,8 @@ impl Gpu {
     /// - a matrix-vector product (one row or one column): the `vector` kernel (`f32` FMAs),
     ///   which spreads the reads a tile kernel would make in one row of each tile over the grid;
     /// - at most [`few_rows::FEW`] rows and `k <= 2 n`: the `few_rows` kernel (`f32` FMAs),
-    ///   likewise (its grid is `n / 32` blocks, too few for a deep `k` over a narrow `n`);
+    ///   likewise (its grid is `n / 32` blocks times at most 16 K slices, too few for a deep
+    ///   `k` over a narrow `n`);
     /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
     ///   device has it, except on a small inner dimension (`k <=` [`SMALL_K`]), where its
     ///   pipeline has too few steps to pay for itself; [`STRICT_KERNEL`] otherwise and under
@@ -406,14 +416,14 @@ impl Gpu {
             m.next_multiple_of(tm) * n.next_multiple_of(tn)
         };
         let wasteful = padded(&tiled.spec) >= 2 * padded(&small.spec);
-        let slices = if batch == 1 && tiled.spec.splits_k { self.k_slices(&tiled.spec, m, n, k) } else { 1 };
+        let slices = if batch == 1 { self.k_slices(tiled, m, n, k) } else { 1 };
         let blocks = tiles(&tiled.spec, m, n).saturating_mul(batch).saturating_mul(slices);
-        if wasteful || 2 * blocks < self.slots(&tiled.spec) { small } else { tiled }
+        if wasteful || 2 * blocks < self.slots(tiled) { small } else { tiled }
     }
 
-    /// Resident blocks of `spec` the GPU holds at once (`SMs x blocks per SM`).
-    fn slots(&self, spec: &KernelSpec) -> usize {
-        self.loaded.info.sm_count as usize * spec.min_blocks_per_sm.max(1) as usize
+    /// Resident blocks of `kernel` the GPU holds at once (`SMs x blocks per SM`).
+    fn slots(&self, kernel: &GpuKernel) -> usize {
+        self.loaded.info.sm_count as usize * kernel.blocks_per_sm as usize
     }
 
     /// `C = alpha * op(A) * op(B) + beta * C` on host views (any layout; pass `a.t()` for
@@ -542,8 +552,8 @@ impl Gpu {
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
         // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
         // its members fill the grid instead, in one launch.
-        if kernel.spec.splits_k && batch == 1 {
-            let slices = self.k_slices(&kernel.spec, m, n, k);
+        if batch == 1 {
+            let slices = self.k_slices(kernel, m, n, k);
             if slices > 1 {
                 let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
                 return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
@@ -584,18 +594,21 @@ impl Gpu {
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
     /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least as
-    /// deep as the kernel's tile is tall (`KernelSpec::tile`): a slice's block computes at least
-    /// a cube, and a kernel of smaller tiles takes shallower slices, so shorter chains of
-    /// additions per output.
-    pub(crate) fn k_slices(&self, spec: &KernelSpec, m: usize, n: usize, k: usize) -> usize {
+    /// deep as the kernel allows ([`KernelSpec::k_slices`]: the tile kernels' tile height, so
+    /// that a slice's block computes at least a cube, and a kernel of smaller tiles takes
+    /// shallower slices, with shorter chains of additions per output). One for a kernel that
+    /// does not split.
+    pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
+        let spec = &kernel.spec;
+        let Some(shallowest) = spec.k_slices else { return 1 };
         let tiles = tiles(spec, m, n);
-        let slots = self.slots(spec);
+        let slots = self.slots(kernel);
         if tiles >= slots {
             return 1;
         }
         let fullness = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(slots) * slots) as f64;
         let mut best = 1;
-        for s in 2..=MAX_SLICES.min(k / spec.tile.0 as usize) {
+        for s in 2..=MAX_SLICES.min(k / shallowest as usize) {
             if fullness(s) > fullness(best) {
                 best = s;
             }
@@ -861,7 +874,15 @@ fn load_kernel(module: &Arc<CudaModule>, spec: KernelSpec) -> Result<GpuKernel> 
     };
     let function = load_entry(spec.entry)?;
     let vec4 = spec.vec4_entry.map(load_entry).transpose()?;
-    Ok(GpuKernel { spec, function, vec4 })
+    let resident = |f: &CudaFunction| {
+        f.occupancy_max_active_blocks_per_multiprocessor(spec.threads(), spec.smem_bytes as usize, None)
+            .map_err(Error::cuda("reading a kernel's occupancy"))
+    };
+    let mut blocks_per_sm = resident(&function)?;
+    if let Some(vec4) = &vec4 {
+        blocks_per_sm = blocks_per_sm.min(resident(vec4)?);
+    }
+    Ok(GpuKernel { spec, function, vec4, blocks_per_sm: blocks_per_sm.max(1) })
 }
 
 /// A launch being built: what a kernel's parameter struct pushes itself into, with matrices as

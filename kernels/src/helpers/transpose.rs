@@ -26,7 +26,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (TILE, TILE),
     smem_bytes: TILE * SMEM_LD * 4,
     min_blocks_per_sm: 0,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Production,

@@ -33,10 +33,11 @@ pub struct KernelSpec {
     /// writes it into the PTX as `.minnctapersm`, next to `.maxntid` from [`block`](Self::block),
     /// and `ptxas` then caps the registers per thread to make it so (CUDA's `__launch_bounds__`).
     pub min_blocks_per_sm: u32,
-    /// Whether the kernel splits `K` across `blockIdx.z` ([`split_k`](crate::production::split_k)): its
-    /// entries take one more parameter after `ldc`, the slice depth, and write partial
-    /// products to the `c` they are given.
-    pub splits_k: bool,
+    /// Whether the host may split `K` across `blockIdx.z` for this kernel when its tiles do not
+    /// fill the GPU ([`split_k`](crate::production::split_k)), and if so the shallowest slice it
+    /// gives a block. The K slices are launched as a batch (slice depth as `k`), each writing
+    /// its partial product to a workspace that `sgemm_split_k_reduce` then adds in order.
+    pub k_slices: Option<u32>,
     /// Whether [`entry`](Self::entry) itself uses 16-byte loads of `A` and `B` (there is no
     /// scalar variant): the host then hands it `A` and `B` with leading dimensions and row
     /// lengths that are multiples of 4, copying an operand into a zero-padded buffer when it
@@ -113,7 +114,7 @@ impl KernelSpec {
             tile: (8, 32),
             smem_bytes: 0,
             min_blocks_per_sm: 0,
-            splits_k: false,
+            k_slices: None,
             vec4_only: false,
             arch: None,
             module: Module::Production,

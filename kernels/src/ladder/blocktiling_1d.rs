@@ -29,7 +29,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: (BM * BK + BK * BN) * 4,
     min_blocks_per_sm: 0,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -20,7 +20,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (32, 32),
     smem_bytes: 0,
     min_blocks_per_sm: 0,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

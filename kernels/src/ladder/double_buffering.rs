@@ -42,7 +42,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: smem_bytes(2 * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

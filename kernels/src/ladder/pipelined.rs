@@ -55,7 +55,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

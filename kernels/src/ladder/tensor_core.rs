@@ -70,7 +70,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 2,
-    splits_k: true,
+    k_slices: Some(BM),
     vec4_only: true,
     arch: None,
     module: Module::Ladder,

@@ -20,7 +20,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (bm(R), BN),
     smem_bytes: smem_bytes(2 * stage(R, WARPS_N as usize), WARPS_N as usize),
     min_blocks_per_sm: 1,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Ladder,

@@ -3,23 +3,28 @@
 //! padding the rest; here every element of `B` is read once, by one thread, which multiplies it
 //! into all `m` sums of its column at once.
 //!
-//! A block is 16 warps of 32 threads and owns 32 columns of `C`: lane `tx` computes column
-//! `32 * blockIdx.x + tx`, warp `ty` taking the rows `p = ty, ty + 16, ...` of `B` (each warp
+//! A block is 8 warps of 32 threads and owns 32 columns of `C`: lane `tx` computes column
+//! `32 * blockIdx.x + tx`, warp `ty` taking the rows `p = ty, ty + 8, ...` of `B` (each warp
 //! reads 32 consecutive values of a row) times `A[0..m][p]`. Each thread sums with one `f32`
-//! FMA per product, in order, eight rows of `B` loaded ahead; the 16 partial sums of an output
+//! FMA per product, in order, eight rows of `B` loaded ahead; the 8 partial sums of an output
 //! are then added in a fixed order through shared memory, so the result does not vary from run
 //! to run. `C` is not read when `beta == 0`. (Matrix-vector products have a kernel of their
-//! own, [`vector`](crate::production::vector), with twice the threads per output.)
+//! own, [`vector`](crate::production::vector), with more threads per output.)
 //!
 //! The 16-byte-load entry (`A` and `B` aligned, `k`, `n` and the leading dimensions multiples
 //! of 4) covers the same 32 columns with the same threads in another arrangement. A lane owns
 //! four adjacent columns of `C` (one 16-byte vector of a row of `B`): eight lanes span the 32
-//! columns, and the four such groups of a warp with its 16 warps are 64 threads down `K`. Each
+//! columns, and the four such groups of a warp with its 8 warps are 32 threads down `K`. Each
 //! takes four consecutive rows of `B` at a time (a quad: four 16-byte loads) with the four
 //! matching columns of each row of `A` (one 16-byte load a row), 128 FMAs for 12 loads where
 //! the scalar entry issues 9 loads per 8 FMAs. The four groups of a warp add their sums with
 //! two butterfly shuffles, and the warps theirs through shared memory as above, each in a
 //! fixed order.
+//!
+//! One block per 32 columns is a small grid (32 blocks at `n = 1024`), so the host splits `K`
+//! across more blocks as it does for the tile kernels ([`split_k`](crate::production::split_k)),
+//! in slices of at least [`SLICE`] rows of `B`: one quad for each thread down `K`. Two blocks
+//! fit on an SM, so a split grid keeps 16 warps of loads in flight on each.
 
 use crate::infra::launch::{KernelSpec, Shapes};
 
@@ -28,28 +33,38 @@ pub const FEW: usize = 8;
 /// Threads of a warp: the columns of a block.
 const LANES: u32 = 32;
 /// Warps of a block: the threads of each output.
-const WARPS: u32 = 16;
+const WARPS: u32 = 8;
 // The sums are written to C by one warp per row.
 const _: () = assert!(WARPS as usize >= FEW);
+/// Lanes of a warp side by side along a row in the 16-byte entry: each owns four columns, the
+/// 32 of the block.
+const GROUPS: u32 = LANES / 4;
+/// Threads of a warp down `K` in the 16-byte entry: one per group of [`GROUPS`] lanes.
+const K_LANES: u32 = LANES / GROUPS;
+/// The shallowest K slice the host gives a block: a quad of `B` for each of the 16-byte
+/// entry's threads down `K`.
+pub const SLICE: u32 = 4 * K_LANES * WARPS;
 
 /// Launch configuration of [`sgemm_few_rows`](self): a block covers 32 columns of `C` and
-/// all of its at most 8 rows. (512 threads: the kernel's registers fit a block of them.)
+/// all of its at most 8 rows, two blocks to an SM (the launch bound caps the registers at 128).
 pub const SPEC: KernelSpec = KernelSpec {
     name: "few_rows",
     entry: "sgemm_few_rows",
     vec4_entry: Some("sgemm_few_rows_vec4"),
-    summary: "products with at most 8 rows of C, 16 threads per output",
+    summary: "products with at most 8 rows of C, 8 threads per output, K split for small grids",
     block: (LANES, WARPS),
     tile: (FEW as u32, LANES),
     smem_bytes: FEW as u32 * WARPS * (LANES + 1) * 4,
+    min_blocks_per_sm: 2,
+    k_slices: Some(SLICE),
     shapes: Shapes::FewRows(FEW),
-    // No launch bounds, no K split, every architecture: as the vector kernel.
+    // Every architecture: as the vector kernel.
     ..crate::production::vector::SPEC
 };
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{FEW, LANES, SPEC, WARPS};
+    use super::{FEW, GROUPS, K_LANES, LANES, SPEC, WARPS};
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, ld_global_nc_v4_f32, shfl_bfly_f32};
 
@@ -100,7 +115,10 @@ mod device_code {
                     p += WARPS;
                 }
             }
-            for (i, &sum) in sums.iter().enumerate().take(rows) {
+            // All FEW rows (those past m are zeros, never read): a loop bounded by `rows`
+            // would not unroll, and would pick each sum out of the registers by a chain of
+            // selects.
+            for (i, &sum) in sums.iter().enumerate() {
                 *partials.add(at(i, ty, tx)) = sum;
             }
             sync_threads();
@@ -131,11 +149,6 @@ mod device_code {
             }
         }
     }
-
-    /// Lanes of a warp side by side along a row: each owns four columns, the 32 of the block.
-    const GROUPS: u32 = LANES / 4;
-    /// Threads of a warp down `K`: one per group of [`GROUPS`] lanes.
-    const K_LANES: u32 = LANES / GROUPS;
 
     /// [`few_rows`] with 16-byte loads of `A` and `B`, launched with [`SPEC`] (the module doc
     /// describes the arrangement).
@@ -188,18 +201,22 @@ mod device_code {
                 let only = quad_of_b(q);
                 multiply(&mut sums, q, &only);
             }
-            for row_sums in sums.iter_mut() {
+            // Each row's four sums are added across the groups; then the thread `k_lane` of the
+            // group writes the row's column `k_lane` (every thread one value a row, all FEW
+            // rows as in the scalar entry). The `match` is a select: indexing the array by
+            // `k_lane` would put it in local memory.
+            for (i, row_sums) in sums.iter_mut().enumerate() {
                 for sum in row_sums.iter_mut() {
                     *sum += shfl_bfly_f32(*sum, 2 * GROUPS);
                     *sum += shfl_bfly_f32(*sum, GROUPS);
                 }
-            }
-            if k_lane == 0 {
-                for (i, row_sums) in sums.iter().enumerate().take(rows) {
-                    for (j, &sum) in row_sums.iter().enumerate() {
-                        *partials.add(at(i, ty, 4 * group + j as u32)) = sum;
-                    }
-                }
+                let mine = match k_lane {
+                    0 => row_sums[0],
+                    1 => row_sums[1],
+                    2 => row_sums[2],
+                    _ => row_sums[3],
+                };
+                *partials.add(at(i, ty, 4 * group + k_lane)) = mine;
             }
             sync_threads();
             let col = block_x() * LANES + tx;

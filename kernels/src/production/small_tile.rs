@@ -36,7 +36,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (bm(R), bn(WN)),
     smem_bytes: smem_bytes(2 * stage(R, WN), WN),
     min_blocks_per_sm: 4,
-    splits_k: true,
+    k_slices: Some(bm(R)),
     vec4_only: false,
     arch: None,
     module: Module::Production,

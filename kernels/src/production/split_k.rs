@@ -28,7 +28,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     entry: "sgemm_split_k",
     vec4_entry: Some("sgemm_split_k_vec4"),
     summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
-    splits_k: true,
+    k_slices: Some(crate::ladder::warp_tile::BM),
     module: Module::Production,
     ..crate::ladder::double_buffering::SPEC
 };

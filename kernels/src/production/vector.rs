@@ -34,7 +34,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (LANES, LANES),
     smem_bytes: LANES * (LANES + 1) * 4,
     min_blocks_per_sm: 0,
-    splits_k: false,
+    k_slices: None,
     vec4_only: false,
     arch: None,
     module: Module::Production,

@@ -81,7 +81,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS,
     min_blocks_per_sm: 1,
-    splits_k: true,
+    k_slices: Some(BM),
     vec4_only: true,
     arch: Some("sm_90a"),
     module: Module::Production,
