@@ -29,8 +29,8 @@ fn every_gpu_kernel_passes_the_suite() {
 #[test]
 fn every_kernel_is_resident_as_its_launch_bounds_promise() {
     // The split-K and small-tile rules count resident blocks with the driver's occupancy; a
-    // kernel compiled with `min_blocks_per_sm` must reach it, and few_rows (8 warps, no launch
-    // bounds) is laid out for two blocks per SM.
+    // kernel compiled with `min_blocks_per_sm` must reach it (few_rows, which is not named by
+    // `kernel_names`, among them).
     let Some(gpu) = gpu_or_skip("every_kernel_is_resident_as_its_launch_bounds_promise") else { return };
     let mut kernels: Vec<_> = gpu.kernel_names().into_iter().map(|name| gpu.kernel(name).unwrap()).collect();
     let few_rows = gpu.chosen_for(Layout::RowMajor, 1, 8, 1024, 1024);
@@ -40,7 +40,6 @@ fn every_kernel_is_resident_as_its_launch_bounds_promise() {
         println!("{}: {} blocks per SM", kernel.spec.name, kernel.blocks_per_sm());
         assert!(kernel.blocks_per_sm() >= kernel.spec.min_blocks_per_sm.max(1), "{}", kernel.spec.name);
     }
-    assert!(few_rows.blocks_per_sm() >= 2);
 }
 
 #[test]

@@ -25,7 +25,12 @@ const MANY_TILES: (usize, usize, usize) = (389, 263, 37);
 const FEW_ROWS: (usize, usize, usize) = (7, 131, 203);
 /// The same with `n` and `k` multiples of 4: the few-row kernel's 16-byte entry.
 const FEW_ROWS_VEC4: (usize, usize, usize) = (6, 132, 204);
-const VECTOR: (usize, usize, usize) = (1, 97, 1001);
+/// A deep `k` over a narrow `n`: the few-row kernel with `K` split, a row of `C` included.
+const FEW_ROWS_SPLIT: (usize, usize, usize) = (4, 68, 2052);
+const ONE_ROW_DEEP: (usize, usize, usize) = (1, 97, 1001);
+/// A row and a column of `C` for the matrix-vector kernel.
+const VECTOR: (usize, usize, usize) = (1, 597, 1001);
+const COLUMN: (usize, usize, usize) = (597, 1, 1001);
 
 fn check(engine: &Engine, shape: (usize, usize, usize), what: &str) {
     let (failures, outcomes) =
@@ -63,7 +68,7 @@ fn every_gpu_precision_keeps_f32_accuracy_at_every_magnitude() {
     };
     for precision in [Precision::Accurate, Precision::Strict] {
         let engine = engine.clone().with_precision(precision);
-        for shape in [SHAPE, DEEP, FEW_ROWS, FEW_ROWS_VEC4, VECTOR] {
+        for shape in [SHAPE, DEEP, FEW_ROWS, FEW_ROWS_VEC4, FEW_ROWS_SPLIT, ONE_ROW_DEEP, VECTOR, COLUMN] {
             check(&engine, shape, &format!("gpu {precision:?}"));
         }
     }

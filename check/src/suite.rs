@@ -118,6 +118,9 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     // A few rows with `n` and `k` multiples of 4 (the 16-byte entry of the GPU's few-row kernel
     // when unpadded): one quad of `k`, an odd number of quads per thread, fewer than its threads.
     shapes.extend([(8, 128, 4), (6, 520, 1028), (3, 260, 64)]);
+    // A deep `k` over a narrow `n` (the few-row kernel with `K` split, the 16-byte entry with
+    // a tail of 4 columns of `A` left to the reduction), a row of `C` among them.
+    shapes.extend([(4, 64, 2052), (1, 96, 1028)]);
     shapes.extend([(61, 67, 71), (97, 89, 101), (251, 241, 239)]);
     shapes.extend([(1000, 3, 17), (3, 1000, 29), (517, 1, 33), (1, 517, 65)]);
     shapes.extend([(64, 64, 1), (100, 37, 1)]);

@@ -378,11 +378,11 @@ impl Gpu {
     /// `m x n` in `layout` with an inner dimension `k` (a single product is the batch of one):
     /// the one chosen by name, else the precision policy's, by the shape of the row-major
     /// product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
-    /// - a matrix-vector product (one row or one column): the `vector` kernel (`f32` FMAs),
-    ///   which spreads the reads a tile kernel would make in one row of each tile over the grid;
-    /// - at most [`few_rows::FEW`] rows and `k <= 2 n`: the `few_rows` kernel (`f32` FMAs),
-    ///   likewise (its grid is `n / 32` blocks times at most 16 K slices, too few for a deep
-    ///   `k` over a narrow `n`);
+    /// - one column, or one row with `k <= 2 n`: the `vector` kernel (`f32` FMAs), which
+    ///   spreads the reads a tile kernel would make in one row of each tile over the grid (a
+    ///   row's grid is `n / 32` blocks, so a deeper `k` goes to `few_rows`, which splits it);
+    /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
+    ///   `K` split across more blocks when its `n / 32` do not fill the GPU;
     /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
     ///   device has it, except on a small inner dimension (`k <=` [`SMALL_K`]), where its
     ///   pipeline has too few steps to pay for itself; [`STRICT_KERNEL`] otherwise and under
@@ -399,10 +399,10 @@ impl Gpu {
             return self.get(chosen);
         }
         let loaded = &self.loaded;
-        if loaded.vector.spec.shapes.fits(m, n) {
+        if loaded.vector.spec.shapes.fits(m, n) && (n == 1 || k <= 2 * n) {
             return &loaded.vector;
         }
-        if loaded.few_rows.spec.shapes.fits(m, n) && k <= 2 * n {
+        if loaded.few_rows.spec.shapes.fits(m, n) {
             return &loaded.few_rows;
         }
         let policy = match self.precision {
