@@ -28,17 +28,23 @@ fn every_gpu_kernel_passes_the_suite() {
 
 #[test]
 fn every_kernel_is_resident_as_its_launch_bounds_promise() {
-    // The split-K and small-tile rules count resident blocks with the driver's occupancy; a
-    // kernel compiled with `min_blocks_per_sm` must reach it (few_rows, which is not named by
-    // `kernel_names`, among them).
+    // The split-K and small-tile rules count resident blocks with the driver's occupancy. On
+    // sm_90a, where `cargo xtask build-ptx` writes the launch bounds, a kernel compiled with
+    // `min_blocks_per_sm` must reach it (the few-row kernels, which `kernel_names` does not
+    // list, among them); elsewhere ptxas is free and the counts are printed only.
     let Some(gpu) = gpu_or_skip("every_kernel_is_resident_as_its_launch_bounds_promise") else { return };
     let mut kernels: Vec<_> = gpu.kernel_names().into_iter().map(|name| gpu.kernel(name).unwrap()).collect();
-    let few_rows = gpu.chosen_for(Layout::RowMajor, 1, 8, 1024, 1024);
-    assert_eq!(few_rows.spec.name, "few_rows");
-    kernels.push(few_rows);
+    for (m, name) in [(8, "few_rows"), (sgemm::gpu::TALL_ROWS, "few_rows_tall")] {
+        let kernel = gpu.chosen_for(Layout::RowMajor, 1, m, 1024, 1024);
+        assert_eq!(kernel.spec.name, name);
+        kernels.push(kernel);
+    }
+    let bounded = gpu.info().module_arch == "sm_90a";
     for kernel in kernels {
         println!("{}: {} blocks per SM", kernel.spec.name, kernel.blocks_per_sm());
-        assert!(kernel.blocks_per_sm() >= kernel.spec.min_blocks_per_sm.max(1), "{}", kernel.spec.name);
+        if bounded {
+            assert!(kernel.blocks_per_sm() >= kernel.spec.min_blocks_per_sm.max(1), "{}", kernel.spec.name);
+        }
     }
 }
 

@@ -28,6 +28,8 @@ const FEW_ROWS_VEC4: (usize, usize, usize) = (6, 132, 204);
 /// A deep `k` over a narrow `n`: the few-row kernel with `K` split, a row of `C` included.
 const FEW_ROWS_SPLIT: (usize, usize, usize) = (4, 68, 2052);
 const ONE_ROW_DEEP: (usize, usize, usize) = (1, 97, 1001);
+/// Two rows of the few-row kernel's tiles (its tall variant), `K` split.
+const FEW_ROWS_TALL: (usize, usize, usize) = (13, 68, 1028);
 /// A row and a column of `C` for the matrix-vector kernel.
 const VECTOR: (usize, usize, usize) = (1, 597, 1001);
 const COLUMN: (usize, usize, usize) = (597, 1, 1001);
@@ -68,7 +70,17 @@ fn every_gpu_precision_keeps_f32_accuracy_at_every_magnitude() {
     };
     for precision in [Precision::Accurate, Precision::Strict] {
         let engine = engine.clone().with_precision(precision);
-        for shape in [SHAPE, DEEP, FEW_ROWS, FEW_ROWS_VEC4, FEW_ROWS_SPLIT, ONE_ROW_DEEP, VECTOR, COLUMN] {
+        for shape in [
+            SHAPE,
+            DEEP,
+            FEW_ROWS,
+            FEW_ROWS_VEC4,
+            FEW_ROWS_SPLIT,
+            ONE_ROW_DEEP,
+            FEW_ROWS_TALL,
+            VECTOR,
+            COLUMN,
+        ] {
             check(&engine, shape, &format!("gpu {precision:?}"));
         }
     }

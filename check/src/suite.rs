@@ -121,6 +121,8 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     // A deep `k` over a narrow `n` (the few-row kernel with `K` split, the 16-byte entry with
     // a tail of 4 columns of `A` left to the reduction), a row of `C` among them.
     shapes.extend([(4, 64, 2052), (1, 96, 1028)]);
+    // A little taller than 8 rows (the GPU's few-row kernel over two rows of its tiles).
+    shapes.extend([(12, 260, 64), (13, 131, 1001)]);
     shapes.extend([(61, 67, 71), (97, 89, 101), (251, 241, 239)]);
     shapes.extend([(1000, 3, 17), (3, 1000, 29), (517, 1, 33), (1, 517, 65)]);
     shapes.extend([(64, 64, 1), (100, 37, 1)]);

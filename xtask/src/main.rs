@@ -181,12 +181,14 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, `vector`, `few_rows`, `scale_c`,
+/// Every kernel the host may launch: the GEMM registry, `vector`, `few_rows` (and its tall
+/// variant), `scale_c`,
 /// `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,
         &few_rows::SPEC,
+        &few_rows::TALL_SPEC,
         &scale::SPEC,
         &transpose::SPEC,
         &pad::SPEC,

@@ -158,6 +158,8 @@ struct Loaded {
     vector: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
     few_rows: GpuKernel,
+    /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
+    few_rows_tall: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -190,6 +192,11 @@ pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 /// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
 /// measured in `docs/performance-notes.md`).
 pub const SMALL_K: usize = 128;
+
+/// The most rows of a single product the tall variant of `few_rows` computes: two rows of its
+/// tiles, which read `B` once between them when they run together (measured against the small
+/// tiles in `docs/performance-notes.md`).
+pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
@@ -246,6 +253,7 @@ impl Gpu {
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let vector = load(vector::SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
+        let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -279,6 +287,7 @@ impl Gpu {
             small_tile,
             vector,
             few_rows,
+            few_rows_tall,
             scale_c,
             transpose,
             pad,
@@ -382,7 +391,8 @@ impl Gpu {
     ///   spreads the reads a tile kernel would make in one row of each tile over the grid (a
     ///   row's grid is `n / 32` blocks, so a deeper `k` goes to `few_rows`, which splits it);
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
-    ///   `K` split across more blocks when its `n / 32` do not fill the GPU;
+    ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
+    ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
     /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
     ///   device has it, except on a small inner dimension (`k <=` [`SMALL_K`]), where its
     ///   pipeline has too few steps to pay for itself; [`STRICT_KERNEL`] otherwise and under
@@ -404,6 +414,9 @@ impl Gpu {
         }
         if loaded.few_rows.spec.shapes.fits(m, n) {
             return &loaded.few_rows;
+        }
+        if batch == 1 && m <= TALL_ROWS {
+            return &loaded.few_rows_tall;
         }
         let policy = match self.precision {
             Precision::Accurate if k > SMALL_K => loaded.accurate,
@@ -1067,9 +1080,10 @@ mod tests {
             c: (),
             ldc: 0,
         });
-        let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([&vector::SPEC, &few_rows::SPEC]))
-            .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
-            .collect();
+        let gemm_entries: Vec<&str> =
+            (GEMM_KERNELS.iter().chain([&vector::SPEC, &few_rows::SPEC, &few_rows::TALL_SPEC]))
+                .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
+                .collect();
         let mut checked = 0;
         for (major, minor) in [(8, 0), (9, 0)] {
             let images = images_for(major, minor).unwrap();

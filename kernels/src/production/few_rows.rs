@@ -21,6 +21,9 @@
 //! two butterfly shuffles, and the warps theirs through shared memory as above, each in a
 //! fixed order.
 //!
+//! A tall variant ([`TALL_SPEC`]) covers `C` with such blocks over rows of tiles of `FEW`
+//! rows, each block taking its own rows of `A` and `C`.
+//!
 //! One block per 32 columns is a small grid (32 blocks at `n = 1024`), so the host splits `K`
 //! across more blocks as it does for the tile kernels ([`split_k`](crate::production::split_k)),
 //! in slices of at least [`SLICE`] rows of `B`: one quad for each thread down `K`. Two blocks
@@ -62,20 +65,48 @@ pub const SPEC: KernelSpec = KernelSpec {
     ..crate::production::vector::SPEC
 };
 
+/// Launch configuration of the tall variant, [`sgemm_few_rows_tall`](self): the same blocks
+/// over `m / FEW` rows of tiles, for products a little taller than [`FEW`] rows. The rows of
+/// tiles of one strip read the same `B`; when the grid is one wave they run together, and `B`
+/// comes from memory once.
+pub const TALL_SPEC: KernelSpec = KernelSpec {
+    name: "few_rows_tall",
+    entry: "sgemm_few_rows_tall",
+    vec4_entry: Some("sgemm_few_rows_tall_vec4"),
+    summary: "few_rows over rows of tiles of 8, for products a little taller than 8 rows",
+    shapes: Shapes::Any,
+    ..SPEC
+};
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{FEW, GROUPS, K_LANES, LANES, SPEC, WARPS};
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, ld_global_nc_v4_f32, shfl_bfly_f32};
 
-    /// Rows of `B` loaded ahead of the FMAs, in flight together.
-    const AHEAD: u32 = 8;
+    /// This block's strip of 32 columns and its part of the arguments: in the tall variant
+    /// ([`TALL_SPEC`]) the rows from `FEW` times its row of tiles (`m` the rows left, at most
+    /// `FEW`), otherwise the arguments as they are (`m <= FEW`, one row of tiles).
+    #[inline(always)]
+    fn place<const TALL: bool>(args: GemmArgs) -> (u32, GemmArgs) {
+        if !TALL {
+            return (block_x(), args);
+        }
+        let first = block_y() * FEW as u32;
+        let rows = (args.m - first).min(FEW as u32);
+        let a = args.a.wrapping_add(offset(first, 0, args.lda));
+        let c = args.c.wrapping_add(offset(first, 0, args.ldc));
+        (block_x(), GemmArgs { m: rows, a, c, ..args })
+    }
 
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m <= FEW`, launched
-    /// with [`SPEC`].
-    unsafe fn few_rows(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)), launched with [`SPEC`]
+    /// for `m <= FEW` or with [`TALL_SPEC`] (`TALL`) for any `m`. `AHEAD` rows of `B` are
+    /// loaded ahead of the FMAs, in flight together: eight, or six in the tall variant, whose
+    /// row offsets leave no room for eight under the register cap.
+    unsafe fn few_rows<const TALL: bool, const AHEAD: usize>(args: GemmArgs) {
+        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) = place::<TALL>(args);
         let (tx, ty) = (thread_x(), thread_y());
-        let col = block_x() * LANES + tx;
+        let col = strip * LANES + tx;
         let rows = (m as usize).min(FEW);
         let partials = dynamic_shared_f32();
         // Partial `(row i, warp, lane)`.
@@ -90,10 +121,11 @@ mod device_code {
                 // Loops over all FEW rows with a uniform guard, so that they unroll and the
                 // sums stay in registers.
                 let mut p = ty;
-                while p + (AHEAD - 1) * WARPS < k {
-                    let bs: [f32; AHEAD as usize] =
+                let ahead = AHEAD as u32;
+                while p + (ahead - 1) * WARPS < k {
+                    let bs: [f32; AHEAD] =
                         core::array::from_fn(|s| *b.add(offset(p + s as u32 * WARPS, col, ldb)));
-                    let avs: [[f32; AHEAD as usize]; FEW] = core::array::from_fn(|i| {
+                    let avs: [[f32; AHEAD]; FEW] = core::array::from_fn(|i| {
                         core::array::from_fn(|s| {
                             if i < rows { *a.add(offset(i as u32, p + s as u32 * WARPS, lda)) } else { 0.0 }
                         })
@@ -103,7 +135,7 @@ mod device_code {
                             *sum = fma(av, bv, *sum);
                         }
                     }
-                    p += AHEAD * WARPS;
+                    p += ahead * WARPS;
                 }
                 while p < k {
                     let bv = *b.add(offset(p, col, ldb));
@@ -156,10 +188,11 @@ mod device_code {
     /// # Safety
     /// As [`few_rows`], and `a` and `b` 16-byte aligned with `k`, `n`, `lda` and `ldb`
     /// multiples of 4.
-    unsafe fn few_rows_vec4(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    unsafe fn few_rows_vec4<const TALL: bool>(args: GemmArgs) {
+        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) = place::<TALL>(args);
         let (tx, ty) = (thread_x(), thread_y());
         let (group, k_lane) = (tx % GROUPS, tx / GROUPS);
-        let col = block_x() * LANES + 4 * group;
+        let col = strip * LANES + 4 * group;
         let rows = (m as usize).min(FEW);
         let partials = dynamic_shared_f32();
         let at = |i: usize, warp: u32, lane: u32| {
@@ -219,20 +252,30 @@ mod device_code {
                 *partials.add(at(i, ty, 4 * group + k_lane)) = mine;
             }
             sync_threads();
-            let col = block_x() * LANES + tx;
+            let col = strip * LANES + tx;
             write_c(partials, rows, col, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc });
         }
     }
 
     gemm_entry! { production:
         /// Products with a few rows of `C`: [`few_rows`]'s entry point.
-        sgemm_few_rows => few_rows
+        sgemm_few_rows => few_rows::<false, 8>
     }
 
     gemm_entry! { production:
         /// Products with a few rows of `C`, 16-byte global loads (the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4):
         /// [`few_rows_vec4`]'s entry point.
-        sgemm_few_rows_vec4 => few_rows_vec4
+        sgemm_few_rows_vec4 => few_rows_vec4::<false>
+    }
+
+    gemm_entry! { production:
+        /// [`few_rows`] over rows of tiles: the tall variant's entry point.
+        sgemm_few_rows_tall => few_rows::<true, 6>
+    }
+
+    gemm_entry! { production:
+        /// [`few_rows_vec4`] over rows of tiles (the conditions of `sgemm_few_rows_vec4`).
+        sgemm_few_rows_tall_vec4 => few_rows_vec4::<true>
     }
 }
