@@ -58,7 +58,7 @@ const _: () = assert!(
 pub(crate) mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::ladder::warp_tile::{BK, WARPS_N, WarpTile, a_ld, a_tile, bm, bn, stage, threads};
+    use crate::ladder::warp_tile::{BK, WARPS_N, WarpTile, a_ld, a_tile, bm, bn, stage, threads, warp_m};
 
     /// One stage's worth of global data held in registers between its load and its store:
     /// `LA` 4-vectors of `A` (rows half a block's thread count apart) and one of `B`.
@@ -80,12 +80,17 @@ pub(crate) mod device_code {
     /// `AHEAD` is how many tiles' global loads are in flight while a tile is computed: 1 (the
     /// next tile's), or 2 (the next two's, at the price of one more tile in registers), for
     /// short `K` loops whose few FMAs per tile cannot cover a load's latency.
+    ///
+    /// With `SKIP_IDLE`, a warp whose rows of the tile all lie at or past `m` (the bottom of a
+    /// tile taller than what is left of `C`) only loads and stores its share of the tiles for
+    /// the other warps: it reads no fragments and issues no FMAs, and writes nothing of `C`.
     pub(crate) unsafe fn gemm<
         const VEC4: bool,
         const R: usize,
         const LA: usize,
         const WN: usize,
         const AHEAD: u32,
+        const SKIP_IDLE: bool,
     >(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
     ) {
@@ -161,53 +166,73 @@ pub(crate) mod device_code {
         // One tile: computes on the stage at `$read` while the global loads of the tile at `$k0`
         // fly (and, two ahead, of the one after; all zeros, and no memory touched, past the last
         // tile), then stores the tile at `$k0` to `$write`. A macro rather than a closure, so
-        // that both copies inline with constant offsets.
+        // that both copies inline with constant offsets. `$busy` (a literal) is false for an
+        // idle warp: it keeps the loads, stores and barriers and drops the rest.
         macro_rules! tile_step {
-            ($k0:expr, $read:expr, $write:expr) => {
+            ($k0:expr, $read:expr, $write:expr, $busy:literal) => {
                 let staged =
                     if AHEAD == 2 { core::mem::replace(&mut pending, load($k0 + BK)) } else { load($k0) };
-                for p in 0..BK {
-                    // Register double buffering: the fragments of p + 1 (of the next stage at
-                    // p = 7, after the store and the barrier) load while the products of p run.
-                    let next = if p + 1 < BK {
-                        fragments($read, p + 1)
-                    } else {
-                        store($write, &staged);
-                        sync_threads();
-                        fragments($write, 0)
-                    };
-                    outer_product(&mut acc, &frag.0, &frag.1);
-                    frag = next;
+                if $busy {
+                    for p in 0..BK {
+                        // Register double buffering: the fragments of p + 1 (of the next stage
+                        // at p = 7, after the store and the barrier) load while the products of
+                        // p run.
+                        let next = if p + 1 < BK {
+                            fragments($read, p + 1)
+                        } else {
+                            store($write, &staged);
+                            sync_threads();
+                            fragments($write, 0)
+                        };
+                        outer_product(&mut acc, &frag.0, &frag.1);
+                        frag = next;
+                    }
+                } else {
+                    store($write, &staged);
+                    sync_threads();
                 }
             };
         }
-        let mut k0 = BK;
-        if VEC4 {
-            // Two tiles per iteration, so that both stage offsets are constants in the code:
-            // no stage register, no moves of the fragments at the loop's back edge.
-            loop {
-                tile_step!(k0, 0, stage);
-                if k0 >= k {
-                    break;
+        // The K loop, for a warp with work ($busy) or an idle one.
+        macro_rules! k_loop {
+            ($busy:literal) => {
+                let mut k0 = BK;
+                if VEC4 {
+                    // Two tiles per iteration, so that both stage offsets are constants in the
+                    // code: no stage register, no moves of the fragments at the loop's back edge.
+                    loop {
+                        tile_step!(k0, 0, stage, $busy);
+                        if k0 >= k {
+                            break;
+                        }
+                        tile_step!(k0 + BK, stage, 0, $busy);
+                        if k0 + BK >= k {
+                            break;
+                        }
+                        k0 += 2 * BK;
+                    }
+                } else {
+                    // One tile per iteration, the stage switched by XOR: the scalar loads' 8
+                    // guards leave no room for the two-tile loop within 128 registers (ptxas
+                    // spills it).
+                    let mut read = 0;
+                    loop {
+                        tile_step!(k0, read, read ^ stage, $busy);
+                        if k0 >= k {
+                            break;
+                        }
+                        read ^= stage;
+                        k0 += BK;
+                    }
                 }
-                tile_step!(k0 + BK, stage, 0);
-                if k0 + BK >= k {
-                    break;
-                }
-                k0 += 2 * BK;
-            }
+            };
+        }
+        // Uniform across the warp: its rows are `warp_m(R)` from its first.
+        let idle = SKIP_IDLE && row0 + tile.row / warp_m(R) * warp_m(R) >= m;
+        if idle {
+            k_loop!(false);
         } else {
-            // One tile per iteration, the stage switched by XOR: the scalar loads' 8 guards
-            // leave no room for the two-tile loop within 128 registers (ptxas spills it).
-            let mut read = 0;
-            loop {
-                tile_step!(k0, read, read ^ stage);
-                if k0 >= k {
-                    break;
-                }
-                read ^= stage;
-                k0 += BK;
-            }
+            k_loop!(true);
         }
 
         // Every warp is past its last fragment load: the tiles' memory becomes C's staging.
@@ -219,12 +244,12 @@ pub(crate) mod device_code {
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }, 1>
+        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }, 1, false>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
-        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }, 1>
+        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }, 1, false>
     }
 }

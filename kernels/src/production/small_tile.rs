@@ -15,6 +15,10 @@
 //! loads per FMA; it is the better choice only where the larger tile would compute padding or
 //! leave SMs idle. Each thread loads one 4-vector of `A` and one of `B` per `K` step of 8.
 //!
+//! A warp whose 16 rows of the tile all lie past the last row of `C` only loads and stores its
+//! share of the tiles (`SKIP_IDLE` in the shared body): a `C` of 17 to 48 rows, or the last
+//! row of tiles of any `C`, costs the FMAs of the warps that have rows.
+//!
 //! Like [`split_k`](crate::production::split_k) it takes the K slices of a split-K launch as a
 //! batch, so the host splits `K` for it by the same rule when its tiles do not fill the GPU.
 
@@ -56,13 +60,13 @@ mod device_code {
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, scalar global loads.
-        sgemm_small_tile => gemm::<false, R, 1, WN, 2>
+        sgemm_small_tile => gemm::<false, R, 1, WN, 2, true>
     }
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).
-        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN, 2>
+        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN, 2, true>
     }
 }

@@ -65,7 +65,7 @@ pub(crate) mod device_code {
     #[inline(always)]
     unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
         // SAFETY: the caller's contract.
-        unsafe { gemm::<VEC4, 8, 1, { WARPS_N as usize }, 1>(args) }
+        unsafe { gemm::<VEC4, 8, 1, { WARPS_N as usize }, 1, false>(args) }
     }
 
     gemm_entry! { production:
