@@ -182,7 +182,7 @@ mod device_code {
         }
     }
 
-    /// [`few_rows`] with 16-byte loads of `A` and `B`, launched with [`SPEC`] (the module doc
+    /// [`few_rows`] with 16-byte loads of `A` and `B`, launched as it is (the module doc
     /// describes the arrangement).
     ///
     /// # Safety
