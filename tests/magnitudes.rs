@@ -25,8 +25,9 @@ const MANY_TILES: (usize, usize, usize) = (389, 263, 37);
 const FEW_ROWS: (usize, usize, usize) = (7, 131, 203);
 /// The same with `n` and `k` multiples of 4: the few-row kernel's 16-byte entry.
 const FEW_ROWS_VEC4: (usize, usize, usize) = (6, 132, 204);
-/// A deep `k` over a narrow `n`: the few-row kernel with `K` split, a row of `C` included.
+/// A deep `k` over a narrow `n`: the few-row kernel with `K` split.
 const FEW_ROWS_SPLIT: (usize, usize, usize) = (4, 68, 2052);
+/// One row of `C` with `k > 2 n`: the few-row kernel too (scalar entry), not the vector one.
 const ONE_ROW_DEEP: (usize, usize, usize) = (1, 97, 1001);
 /// Two rows of the few-row kernel's tiles (its tall variant), `K` split.
 const FEW_ROWS_TALL: (usize, usize, usize) = (13, 68, 1028);
