@@ -613,20 +613,10 @@ impl Gpu {
     /// does not split.
     pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
-        let Some(shallowest) = spec.k_slices else { return 1 };
-        let tiles = tiles(spec, m, n);
-        let slots = self.slots(kernel);
-        if tiles >= slots {
-            return 1;
+        match spec.k_slices {
+            Some(shallowest) => slice_count(tiles(spec, m, n), self.slots(kernel), k, shallowest as usize),
+            None => 1,
         }
-        let fullness = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(slots) * slots) as f64;
-        let mut best = 1;
-        for s in 2..=MAX_SLICES.min(k / shallowest as usize) {
-            if fullness(s) > fullness(best) {
-                best = s;
-            }
-        }
-        best
     }
 
     /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
@@ -952,6 +942,23 @@ fn tiles(spec: &KernelSpec, m: usize, n: usize) -> usize {
     m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize)
 }
 
+/// [`Gpu::k_slices`] for a grid of `tiles` blocks on `slots` resident ones, an inner dimension
+/// `k` and slices at least `shallowest` deep: 1 when the tiles fill the slots, else the count
+/// from 1 to [`MAX_SLICES`] whose waves are fullest (the fewest on a tie).
+fn slice_count(tiles: usize, slots: usize, k: usize, shallowest: usize) -> usize {
+    if tiles >= slots {
+        return 1;
+    }
+    let fullness = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(slots) * slots) as f64;
+    let mut best = 1;
+    for s in 2..=MAX_SLICES.min(k / shallowest) {
+        if fullness(s) > fullness(best) {
+            best = s;
+        }
+    }
+    best
+}
+
 /// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
 fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
     let (x, y, _) = spec.grid(m, n);
@@ -973,6 +980,26 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_k_fills_waves_within_its_bounds() {
+        // The H100's counts (132 SMs): warpgroup 1 block per SM, split_k and few_rows 2,
+        // small_tile 4; tile kernels' slices at least their tile height, few_rows's 128 rows.
+        assert_eq!(slice_count(264, 264, 4096, 128), 1, "a full wave is not split");
+        assert_eq!(slice_count(64, 132, 1024, 128), 2, "1024^3 on warpgroup: two slices fill 128 of 132");
+        assert_eq!(slice_count(32, 264, 1024, 128), 8, "8 x 1024 x 1024 on few_rows");
+        assert_eq!(slice_count(4, 264, 100, 128), 1, "a k shallower than two slices is not split");
+        for tiles in 1..300 {
+            for (slots, k, shallowest) in
+                [(132, 8192, 128), (264, 1000, 128), (528, 300, 64), (528, 4096, 64)]
+            {
+                let s = slice_count(tiles, slots, k, shallowest);
+                assert!((1..=MAX_SLICES).contains(&s), "{tiles} {slots} {k}: {s}");
+                assert!(s == 1 || k / s >= shallowest, "{tiles} {slots} {k}: {s} slices too shallow");
+                assert!(s == 1 || tiles < slots, "{tiles} {slots}: a full grid split");
+            }
+        }
+    }
 
     /// Records the PTX type of each parameter a struct pushes.
     struct PtxTypes(Vec<&'static str>);
