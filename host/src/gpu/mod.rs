@@ -409,14 +409,11 @@ impl Gpu {
             return self.get(chosen);
         }
         let loaded = &self.loaded;
-        if loaded.vector.spec.shapes.fits(m, n) && (n == 1 || k <= 2 * n) {
-            return &loaded.vector;
-        }
-        if loaded.few_rows.spec.shapes.fits(m, n) {
-            return &loaded.few_rows;
-        }
-        if batch == 1 && m <= TALL_ROWS {
-            return &loaded.few_rows_tall;
+        match skinny_kernel(batch, m, n, k) {
+            Some(Skinny::Vector) => return &loaded.vector,
+            Some(Skinny::FewRows) => return &loaded.few_rows,
+            Some(Skinny::FewRowsTall) => return &loaded.few_rows_tall,
+            None => {}
         }
         let policy = match self.precision {
             Precision::Accurate if k > SMALL_K => loaded.accurate,
@@ -942,6 +939,32 @@ fn tiles(spec: &KernelSpec, m: usize, n: usize) -> usize {
     m.div_ceil(spec.tile.0 as usize) * n.div_ceil(spec.tile.1 as usize)
 }
 
+/// The kernels for products too thin for tiles, which [`Gpu::chosen_for`] picks by shape alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Skinny {
+    /// `vector`.
+    Vector,
+    /// `few_rows`.
+    FewRows,
+    /// `few_rows`'s tall variant.
+    FewRowsTall,
+}
+
+/// The first rules of [`Gpu::chosen_for`], on the row-major shape: one column, or one row with
+/// `k <= 2 n`, to `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a single product of at
+/// most [`TALL_ROWS`] rows to its tall variant; anything else to the tile kernels (`None`).
+fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
+    if vector::SPEC.shapes.fits(m, n) && (n == 1 || k <= 2 * n) {
+        Some(Skinny::Vector)
+    } else if few_rows::SPEC.shapes.fits(m, n) {
+        Some(Skinny::FewRows)
+    } else if batch == 1 && m <= TALL_ROWS {
+        Some(Skinny::FewRowsTall)
+    } else {
+        None
+    }
+}
+
 /// [`Gpu::k_slices`] for a grid of `tiles` blocks on `slots` resident ones, an inner dimension
 /// `k` and slices at least `shallowest` deep: 1 when the tiles fill the slots, else the count
 /// from 1 to [`MAX_SLICES`] whose waves are fullest (the fewest on a tie).
@@ -980,6 +1003,27 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thin_products_go_to_the_kernels_made_for_them() {
+        use Skinny::*;
+        for (batch, m, n, k, expected) in [
+            (1, 1, 4096, 8192, Some(Vector)),
+            (1, 4096, 1, 8192, Some(Vector)),
+            (1, 8, 1, 4096, Some(Vector)),
+            (1, 1, 256, 4096, Some(FewRows)),
+            (1, 8, 1024, 1024, Some(FewRows)),
+            (1, 8, 256, 8192, Some(FewRows)),
+            (32, 5, 64, 64, Some(FewRows)),
+            (1, 9, 4096, 4096, Some(FewRowsTall)),
+            (1, 16, 512, 512, Some(FewRowsTall)),
+            (2, 16, 512, 512, None),
+            (1, 17, 4096, 4096, None),
+            (1, 64, 64, 64, None),
+        ] {
+            assert_eq!(skinny_kernel(batch, m, n, k), expected, "{batch} x {m}x{n}x{k}");
+        }
+    }
 
     #[test]
     fn split_k_fills_waves_within_its_bounds() {
