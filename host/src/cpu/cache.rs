@@ -32,9 +32,14 @@ pub(crate) fn block_shape(uk: &Microkernel) -> (usize, usize) {
     block_shape_for(uk, l2_bytes())
 }
 
+/// The values of `B` a core with `l2` bytes of L2 keeps there beside `A` and `C`: half of it.
+pub(crate) fn b_share(l2: usize) -> usize {
+    l2 / 2 / size_of::<f32>()
+}
+
 /// [`block_shape`] for a core with `l2` bytes of L2 (`None`: unknown).
 fn block_shape_for(uk: &Microkernel, l2: Option<usize>) -> (usize, usize) {
-    let floats = l2.unwrap_or(0) / 2 / size_of::<f32>();
+    let floats = l2.map_or(0, b_share);
     let nc = floats / L2_KC / uk.nr * uk.nr;
     if nc >= L2_MIN_NC { (L2_KC, nc) } else { (uk.kc, uk.nc) }
 }

@@ -67,12 +67,9 @@ use super::simd::{LINE_FLOATS, Portable, Simd, prefetch};
 /// now split in two runs of steps with the prefetch between them.)
 const C_LEAD: usize = 48;
 
-/// How many `kc` steps ahead the microkernel prefetches the rows of its `B` panel into L1.
-///
-/// `B` streams from L2 or L3 at 128 bytes per 16 FMAs, faster than the hardware's L1
-/// prefetcher alone keeps up with (`docs/performance-notes.md`). 16 steps are about 130 cycles
-/// at two FMAs a cycle: more than an L2 hit takes, with the lines in flight well within the
-/// L1's fill buffers.
+/// How many `kc` steps ahead the microkernel prefetches the rows of its `B` panel into L1: far
+/// enough that a row coming from L2 arrives before its step, near enough that the lines in
+/// flight fit the L1's fill buffers (the choice is measured in `docs/performance-notes.md`).
 const B_LEAD: usize = 16;
 
 /// The largest `MR * NR` of any microkernel: the size of the scratch tile for edges.

@@ -25,6 +25,7 @@
 
 use std::cell::RefCell;
 
+use super::cache;
 use super::microkernel::{rank_one_update, update_c};
 use super::packed;
 use super::scratch::{Scratch, with_scratch};
@@ -48,12 +49,12 @@ const MAX_FLOPS: usize = 8_000_000;
 // depend on the thread count.
 const _: () = assert!(MAX_FLOPS < 2 * packed::FLOPS_PER_THREAD);
 
-/// The most values of a column-major `B` copied row-major for a product computed unpacked: half
-/// of this CPU's L2 per core (1 MB when it does not say), the share the packed path's blocking
-/// gives `B` ([`cache`](super::cache)), so that the copy, which this thread keeps for its next
-/// call, stays in L2 beside `A` and `C`. A larger `B` is packed instead.
+/// The most values of a column-major `B` copied row-major for a product computed unpacked: the
+/// share of this core's L2 the packed path's blocking gives `B` ([`cache::b_share`]; a 2 MB L2
+/// when the CPU does not say), so that the copy, which this thread keeps for its next call,
+/// stays in L2 beside `A` and `C`. A larger `B` is packed instead.
 fn max_b_copy() -> usize {
-    super::cache::l2_bytes().map_or(1 << 20, |l2| l2 / 2) / size_of::<f32>()
+    cache::b_share(cache::l2_bytes().unwrap_or(2 << 20))
 }
 
 /// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked; such a
