@@ -44,15 +44,17 @@ pub mod infra {
     pub mod ptx;
 }
 
-/// The kernels the precision policies choose: `split_k` (f32 FMAs), `warpgroup` (3xTF32 on
-/// Hopper's `wgmma`, with the exact `scaling` that keeps it accurate over the whole f32 range,
-/// run only where the `window` check finds data that needs it),
+/// The kernels the precision policies choose: `split_k` (f32 FMAs), `specialized` (3xTF32 on
+/// Hopper's `wgmma`, warp-specialized, over the loops of `warpgroup`, which is selectable by
+/// name; with the exact `scaling` that keeps it accurate over the whole f32 range, run only
+/// where the `window` check finds data that needs it),
 /// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128), `vector`
 /// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all three f32 FMAs.
 pub mod production {
     pub mod few_rows;
     pub mod scaling;
     pub mod small_tile;
+    pub mod specialized;
     pub mod split_k;
     pub mod vector;
     pub mod warpgroup;
@@ -105,4 +107,5 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     ladder::pipelined::SPEC,
     ladder::tensor_core::SPEC,
     production::warpgroup::SPEC,
+    production::specialized::SPEC,
 ];

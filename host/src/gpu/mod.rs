@@ -30,7 +30,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{few_rows, small_tile, vector, warpgroup};
+use sgemm_kernels::production::{few_rows, small_tile, specialized, vector};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 use crate::batch::Strided;
@@ -178,8 +178,9 @@ impl std::fmt::Debug for Gpu {
 }
 
 /// The kernel of [`Precision::Accurate`] on devices that have it (sm_90a: H100, H200):
-/// 3xTF32 on `wgmma` with exact power-of-two scaling of each tile's rows and columns.
-pub const ACCURATE_KERNEL: &str = warpgroup::SPEC.name;
+/// 3xTF32 on `wgmma`, warp-specialized, with exact power-of-two scaling of each tile's rows
+/// and columns where the data needs it.
+pub const ACCURATE_KERNEL: &str = specialized::SPEC.name;
 /// The kernel of [`Precision::Strict`], and of [`Precision::Accurate`] on devices without
 /// [`ACCURATE_KERNEL`]: `f32` FMAs only, with `K` split across more blocks when the tiles
 /// alone do not fill the GPU.
@@ -1027,10 +1028,14 @@ mod tests {
 
     #[test]
     fn split_k_fills_waves_within_its_bounds() {
-        // The H100's counts (132 SMs): warpgroup 1 block per SM, split_k and few_rows 2,
+        // The H100's counts (132 SMs): the wgmma kernels 1 block per SM, split_k and few_rows 2,
         // small_tile 4; tile kernels' slices at least their tile height, few_rows's 128 rows.
         assert_eq!(slice_count(264, 264, 4096, 128), 1, "a full wave is not split");
-        assert_eq!(slice_count(64, 132, 1024, 128), 2, "1024^3 on warpgroup: two slices fill 128 of 132");
+        assert_eq!(
+            slice_count(64, 132, 1024, 128),
+            2,
+            "1024^3 on the wgmma kernels: two slices fill 128 of 132"
+        );
         assert_eq!(slice_count(32, 264, 1024, 128), 8, "8 x 1024 x 1024 on few_rows");
         assert_eq!(slice_count(4, 264, 100, 128), 1, "a k shallower than two slices is not split");
         for tiles in 1..300 {

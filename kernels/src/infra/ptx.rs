@@ -216,6 +216,166 @@ pub unsafe fn bar_red_or(pred: bool) -> bool {
     any != 0
 }
 
+/// `bar.sync ID, THREADS`: named barrier `ID` (1..16; 0 is the block-wide one), which waits for
+/// `THREADS` threads (a multiple of 32) and orders their shared-memory accesses as `bar.sync 0`
+/// does the block's: a barrier for a team of warps inside a block.
+///
+/// # Safety
+/// Exactly `THREADS` threads, whole warps, reach barrier `ID` each time, and no other team uses
+/// `ID` meanwhile.
+#[inline(always)]
+pub unsafe fn bar_sync_named<const ID: u32, const THREADS: u32>() {
+    unsafe { asm!("bar.sync {id}, {n};", id = const ID, n = const THREADS, options(nostack)) }
+}
+
+/// `bar.arrive ID, THREADS`: counts this thread's arrival at named barrier `ID` without
+/// waiting; the threads that wait there ([`bar_sync_named`], with the same count) see this
+/// thread's earlier shared-memory writes. The producer side of a handoff between warps.
+///
+/// # Safety
+/// As [`bar_sync_named`]; the arrivals and the waits together are `THREADS` threads.
+#[inline(always)]
+pub unsafe fn bar_arrive_named<const ID: u32, const THREADS: u32>() {
+    unsafe { asm!("bar.arrive {id}, {n};", id = const ID, n = const THREADS, options(nostack)) }
+}
+
+/// [`bar_red_or`] on named barrier `ID` for a team of `THREADS` threads: returns whether `pred`
+/// is true in any of them.
+///
+/// # Safety
+/// As [`bar_sync_named`].
+#[inline(always)]
+pub unsafe fn bar_red_or_named<const ID: u32, const THREADS: u32>(pred: bool) -> bool {
+    let any: u32;
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p, q;",
+            "setp.ne.u32 p, {x}, 0;",
+            "bar.red.or.pred q, {id}, {n}, p;",
+            "selp.u32 {r}, 1, 0, q;",
+            "}}",
+            x = in(reg32) u32::from(pred),
+            r = out(reg32) any,
+            id = const ID,
+            n = const THREADS,
+            options(nostack),
+        );
+    }
+    any != 0
+}
+
+/// `barrier.sync ID, THREADS`: [`bar_sync_named`] in its unaligned form, which a warp may reach
+/// with its threads not converged (after a loop whose exit they took apart).
+///
+/// # Safety
+/// As [`bar_sync_named`].
+#[inline(always)]
+pub unsafe fn barrier_sync_unaligned<const ID: u32, const THREADS: u32>() {
+    unsafe { asm!("barrier.sync {id}, {n};", id = const ID, n = const THREADS, options(nostack)) }
+}
+
+/// `red.shared.or.b32`: sets the bits of `bits` in the 32-bit word at `addr`, atomically with
+/// respect to the other threads of the block.
+///
+/// # Safety
+/// `addr` is a 4-byte aligned address in this block's shared memory.
+#[inline(always)]
+pub unsafe fn red_shared_or(addr: SharedAddr, bits: u32) {
+    unsafe {
+        asm!("red.shared.or.b32 [{a}], {b};", a = in(reg32) addr.0, b = in(reg32) bits, options(nostack))
+    }
+}
+
+/// `mbarrier.init.shared::cta.b64`: makes the 8 bytes at `bar` a memory barrier whose phases
+/// complete after `count` arrivals each (the first phase has parity 0).
+///
+/// # Safety
+/// `bar` is 8-byte aligned in this block's shared memory and no thread uses it as a barrier
+/// until a block-wide barrier after this; one thread initializes it.
+#[inline(always)]
+pub unsafe fn mbarrier_init(bar: SharedAddr, count: u32) {
+    unsafe {
+        asm!("mbarrier.init.shared::cta.b64 [{b}], {n};", b = in(reg32) bar.0, n = in(reg32) count, options(nostack))
+    }
+}
+
+/// `mbarrier.arrive.shared::cta.b64`: counts this thread's arrival at the barrier's current
+/// phase, with release semantics: its earlier memory accesses happen before the accesses of any
+/// thread that then sees the phase complete ([`mbarrier_wait`]).
+///
+/// # Safety
+/// `bar` was initialized by [`mbarrier_init`]; no more threads arrive per phase than its count.
+#[inline(always)]
+pub unsafe fn mbarrier_arrive(bar: SharedAddr) {
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .b64 state;",
+            "mbarrier.arrive.shared::cta.b64 state, [{b}];",
+            "}}",
+            b = in(reg32) bar.0,
+            options(nostack),
+        )
+    }
+}
+
+/// Waits until the phase of the barrier with parity `parity` (0 or 1) has completed, with
+/// acquire semantics (`mbarrier.try_wait.parity`, retried: each try suspends the thread for a
+/// while in hardware). On a freshly initialized barrier, parity 1 names the phase before the
+/// first, which counts as complete: a producer that waits on parity `1` first passes at once.
+///
+/// # Safety
+/// `bar` was initialized by [`mbarrier_init`] and is not re-initialized meanwhile.
+#[inline(always)]
+pub unsafe fn mbarrier_wait(bar: SharedAddr, parity: u32) {
+    loop {
+        let done: u32;
+        unsafe {
+            asm!(
+                "{{",
+                ".reg .pred p;",
+                "mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {parity};",
+                "selp.u32 {r}, 1, 0, p;",
+                "}}",
+                b = in(reg32) bar.0,
+                parity = in(reg32) parity,
+                r = out(reg32) done,
+                options(nostack),
+            );
+        }
+        if done != 0 {
+            return;
+        }
+    }
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 REGS`: the warpgroup gives registers back to the SM, keeping
+/// `REGS` per thread (24 to 256, a multiple of 8), so that other warpgroups of the block can
+/// take them ([`setmaxnreg_inc`]): how a warp-specialized kernel moves registers from the warps
+/// that copy to the warps that accumulate. `ptxas` allocates the code after it within `REGS`.
+///
+/// # Safety
+/// `.sync.aligned`: all four warps of a warpgroup execute it together, in a kernel launched
+/// with a register limit (`.maxntid` and `.minnctapersm`), at most that limit before.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn setmaxnreg_dec<const REGS: u32>() {
+    unsafe { asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const REGS, options(nostack)) }
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 REGS`: the warpgroup waits until the SM has `REGS` registers
+/// per thread for it (released by [`setmaxnreg_dec`] elsewhere in the block) and takes them.
+///
+/// # Safety
+/// As [`setmaxnreg_dec`]; the block's warpgroups never ask for more registers in all than the
+/// launch gave the block, or this waits forever.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn setmaxnreg_inc<const REGS: u32>() {
+    unsafe { asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const REGS, options(nostack)) }
+}
+
 /// `bar.warp.sync 0xffffffff`: waits for all 32 threads of the warp and orders their memory
 /// accesses, so that shared memory one lane wrote is visible to the others (a barrier for a
 /// warp-private region of shared memory, cheaper than a block-wide `bar.sync`).
@@ -559,6 +719,53 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: Ma
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32_into(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
     unsafe { mma_async!(out d, "0", a, b) }
+}
+
+/// [`mma_async!`] with `A` from registers: `$a` is this thread's fragment, four TF32 values.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! mma_async_registers {
+    ($dir:ident $d:ident, $scale_d:literal, $a:ident, $b:ident) => {
+        asm_with_accumulators!($dir $d,
+            concat!(
+                "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{",
+                accumulators!(),
+                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, ",
+                $scale_d,
+                ", 1, 1;"
+            );
+            a0 = in(reg32) $a[0],
+            a1 = in(reg32) $a[1],
+            a2 = in(reg32) $a[2],
+            a3 = in(reg32) $a[3],
+            b = in(reg64) $b.0,
+            options(nostack),
+        )
+    };
+}
+
+/// [`wgmma_m64n128k8_tf32`] with `A` from registers instead of shared memory: warp `w` of the
+/// group holds rows `16 w..16 w + 16` of the 64 x 8 `A`; with `g = lane / 4`, `t = lane % 4`,
+/// `a = [A[16 w + g][t], A[16 w + g + 8][t], A[16 w + g][t + 4], A[16 w + g + 8][t + 4]]` (the
+/// `mma.m16n8k8` layout), as TF32 values. `D = A B + D`.
+///
+/// # Safety
+/// As [`wgmma_m64n128k8_tf32`]. The instruction reads `a`'s registers asynchronously too;
+/// `ptxas` tracks that and keeps them until the [`wgmma_wait_group`] that covers it (where it
+/// cannot, it serializes the `wgmma` and says so in a warning).
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_m64n128k8_tf32_rs(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
+    unsafe { mma_async_registers!(inout d, "1", a, b) }
+}
+
+/// [`wgmma_m64n128k8_tf32_rs`] with `D = A B` (the accumulators' old values are not read).
+///
+/// # Safety
+/// As [`wgmma_m64n128k8_tf32_rs`].
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn wgmma_m64n128k8_tf32_rs_into(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
+    unsafe { mma_async_registers!(out d, "0", a, b) }
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the group of the `wgmma` instructions this warp

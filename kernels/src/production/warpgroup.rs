@@ -46,30 +46,33 @@
 use crate::infra::launch::{KernelSpec, Module, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
-const BM: u32 = 128;
-const BN: u32 = 128;
-const BK: u32 = 32;
+pub(crate) const BM: u32 = 128;
+pub(crate) const BN: u32 = 128;
+pub(crate) const BK: u32 = 32;
 /// Threads per block: two warpgroups.
-const THREADS: u32 = 256;
+pub(crate) const THREADS: u32 = 256;
 /// Raw tiles in flight or being split.
-const STAGES: u32 = 2;
+pub(crate) const STAGES: u32 = 2;
 /// Row stride of a raw `A` tile (`[BM][A_LD]`), in floats: the split reads 16-byte pieces of
 /// 8 consecutive rows at once, 144 bytes apart, in 8 distinct groups of 4 banks.
-const A_LD: u32 = BK + 4;
+pub(crate) const A_LD: u32 = BK + 4;
 /// Row stride of a raw `B` tile (`[BK][B_LD]`).
-const B_LD: u32 = BN + 8;
+pub(crate) const B_LD: u32 = BN + 8;
 /// Bytes of one split operand half (`A_hi`, `A_lo`, `B_hi` or `B_lo`: 128 x 32 values).
-const HALF: u32 = BM * BK * 4;
+pub(crate) const HALF: u32 = BM * BK * 4;
 /// Bytes of one split set: `A_hi`, `A_lo`, `B_hi`, `B_lo`.
-const SPLIT: u32 = 4 * HALF;
+pub(crate) const SPLIT: u32 = 4 * HALF;
 /// Bytes of a raw stage's `A` tile, which its `B` tile follows.
-const A_RAW: u32 = BM * A_LD * 4;
+pub(crate) const A_RAW: u32 = BM * A_LD * 4;
 /// Bytes of one raw stage.
-const STAGE: u32 = A_RAW + BK * B_LD * 4;
+pub(crate) const STAGE: u32 = A_RAW + BK * B_LD * 4;
 /// Bytes of one split set's shifts ([`scaling`](crate::production::scaling)): one `i32` (kept as
 /// the bits of an `f32` word) per row of the `A` tile, then one per column of the `B` tile,
 /// indexed by the thread that split it.
-const SHIFTS: u32 = (BM + BN) * 4;
+pub(crate) const SHIFTS: u32 = (BM + BN) * 4;
+
+/// Bytes of shared memory the tile loop uses: two split sets, the raw stages, two sets of shifts.
+pub(crate) const SMEM_BYTES: u32 = 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS;
 
 /// Launch configuration of [`sgemm_warpgroup`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -79,7 +82,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     summary: "128x128x32 tile on wgmma.m64n128k8 TF32 (sm_90a), operands split once per tile",
     block: (THREADS, 1),
     tile: (BM, BN),
-    smem_bytes: 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS,
+    smem_bytes: SMEM_BYTES,
     min_blocks_per_sm: 1,
     k_slices: Some(BM),
     vec4_only: true,
@@ -106,33 +109,33 @@ pub const fn round_tf32(x: f32) -> f32 {
 }
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
-mod device_code {
+pub(crate) mod device_code {
     use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, round_tf32};
     use crate::infra::device::*;
     use crate::infra::ptx::{
-        F32x4, MatrixDescriptor, SharedAddr, bar_red_or, cp_async_cg_16, cp_async_commit_group,
-        cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, st_shared_f32,
-        st_shared_v4_f32, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into,
-        wgmma_wait_group,
+        F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_cg_16,
+        cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
+        ld_shared_v4_f32, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
+        wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
     use crate::production::scaling;
     use crate::production::window::WindowCheck;
 
     /// Byte offsets of the four halves in a split set.
-    const A_HI: u32 = 0;
-    const A_LO: u32 = HALF;
-    const B_HI: u32 = 2 * HALF;
-    const B_LO: u32 = 3 * HALF;
+    pub(crate) const A_HI: u32 = 0;
+    pub(crate) const A_LO: u32 = HALF;
+    pub(crate) const B_HI: u32 = 2 * HALF;
+    pub(crate) const B_LO: u32 = 3 * HALF;
     /// Bytes between core matrices adjacent along `K`, and along `M` (or `N`): core matrix
     /// `(r / 8, c)` of a half, for rows `r` and 4-deep `k` pieces `c`, is 128 bytes at
     /// `(r / 8 * 8 + c) * 128`.
-    const K_STRIDE: u32 = 128;
-    const MN_STRIDE: u32 = (BK / 4) * 128;
+    pub(crate) const K_STRIDE: u32 = 128;
+    pub(crate) const MN_STRIDE: u32 = (BK / 4) * 128;
 
     /// The byte offset, in a split half, of the 16-byte piece `c` (values `4 c..4 c + 4` along
     /// `K`) of row `r`.
     #[inline(always)]
-    fn core_offset(r: u32, c: u32) -> u32 {
+    pub(crate) fn core_offset(r: u32, c: u32) -> u32 {
         (r / 8) * MN_STRIDE + c * K_STRIDE + (r % 8) * 16
     }
 
@@ -141,9 +144,43 @@ mod device_code {
     /// [`round_tf32`]) a NaN `hi`, so every product it enters is not finite and the epilogue
     /// recomputes the output exactly.
     #[inline(always)]
-    fn split4(x: F32x4) -> (F32x4, F32x4) {
+    pub(crate) fn split4(x: F32x4) -> (F32x4, F32x4) {
         let hi = x.0.map(round_tf32);
         (F32x4(hi), F32x4(core::array::from_fn(|i| round_tf32(x.0[i] - hi[i]))))
+    }
+
+    /// The 12 products of the tile in split set `set` (a byte offset) started into `step`, as
+    /// one `wgmma` group, by the warpgroup whose rows of `A` `a_desc` describes (`b_desc`: the
+    /// split set base).
+    ///
+    /// # Safety
+    /// The whole warpgroup runs this together; the split set was written and published to
+    /// the async proxy ([`fence_proxy_async_shared`], then a barrier) before; `step` is not
+    /// touched until a [`wgmma_wait_group`] that covers this group.
+    #[inline(always)]
+    pub(crate) unsafe fn products(
+        step: &mut [f32; 64],
+        a_desc: MatrixDescriptor,
+        b_desc: MatrixDescriptor,
+        set: u32,
+    ) {
+        unsafe {
+            wgmma_fence();
+            for s in 0..BK / 8 {
+                // Step s: pieces 2 s and 2 s + 1 along K, K_STRIDE apart.
+                let at = |half: u32| set + half + 2 * s * K_STRIDE;
+                let (a_hi, a_lo) = (a_desc.offset_bytes(at(A_HI)), a_desc.offset_bytes(at(A_LO)));
+                let (b_hi, b_lo) = (b_desc.offset_bytes(at(B_HI)), b_desc.offset_bytes(at(B_LO)));
+                if s == 0 {
+                    wgmma_m64n128k8_tf32_into(step, a_lo, b_hi);
+                } else {
+                    wgmma_m64n128k8_tf32(step, a_lo, b_hi);
+                }
+                wgmma_m64n128k8_tf32(step, a_hi, b_lo);
+                wgmma_m64n128k8_tf32(step, a_hi, b_hi);
+            }
+            wgmma_commit_group();
+        }
     }
 
     /// Multiplies this block's tile of its batch member (a product, or a K slice of one: see
@@ -151,15 +188,25 @@ mod device_code {
     /// tile), with each tile's rows and columns scaled (module [`scaling`]) when `SCALED`, as
     /// they are when not. Returns whether `acc` is the product: always when `SCALED`; without,
     /// only when every element of the `A` rows and `B` columns the block multiplied is in the
-    /// [window](crate::production::window) (the same answer in every thread of the block).
+    /// [window](crate::production::window) (the same answer in every thread of the team).
+    ///
+    /// The team is `THREADS` threads numbered `tid` (two warpgroups, whole warps in order),
+    /// synchronized by named barrier `BAR` (0 when they are the whole block).
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); every thread of the
-    /// block calls it together.
+    /// team calls it together; no other thread uses barrier `BAR` or the tile loop's shared
+    /// memory meanwhile.
     #[inline(always)]
-    unsafe fn multiply<const SCALED: bool>(args: &GemmArgs, acc: &mut [f32; 64]) -> bool {
+    pub(crate) unsafe fn multiply<const SCALED: bool, const BAR: u32>(
+        args: &GemmArgs,
+        acc: &mut [f32; 64],
+        tid: u32,
+    ) -> bool {
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
-        let tid = thread_x();
+        // SAFETY (every named barrier below): the team reaches each one together (the loop is
+        // uniform), and the caller gives it `BAR`.
+        let sync = || unsafe { bar_sync_named::<BAR, THREADS>() };
         let (row0, col0) = (block_y() * BM, block_x() * BN);
 
         // Copies: A row a_row, 4-vectors at k a_k + 8 v (two lanes per row read 32
@@ -311,10 +358,10 @@ mod device_code {
         let barrier = #[inline(always)]
         |scaled: bool| -> bool {
             if SCALED {
-                // SAFETY: every thread reaches it (the loop is uniform).
-                unsafe { bar_red_or(scaled) }
+                // SAFETY: as `sync`.
+                unsafe { bar_red_or_named::<BAR, THREADS>(scaled) }
             } else {
-                sync_threads();
+                sync();
                 false
             }
         };
@@ -324,31 +371,6 @@ mod device_code {
         let group = tid / 128;
         let a_desc = MatrixDescriptor::new(base.offset_bytes(group * 8 * MN_STRIDE), K_STRIDE, MN_STRIDE);
         let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
-        // Starts the 12 products of the tile in split set `set` into `step`.
-        let products = #[inline(always)]
-        |step: &mut [f32; 64], set: u32| {
-            // SAFETY: the whole warpgroup runs this together; the split set was written and
-            // published (proxy fence and barrier) before; step is not touched until the
-            // wait below.
-            unsafe {
-                wgmma_fence();
-                for s in 0..BK / 8 {
-                    // Step s: pieces 2 s and 2 s + 1 along K, K_STRIDE apart.
-                    let at = |half: u32| set + half + 2 * s * K_STRIDE;
-                    let (a_hi, a_lo) = (a_desc.offset_bytes(at(A_HI)), a_desc.offset_bytes(at(A_LO)));
-                    let (b_hi, b_lo) = (b_desc.offset_bytes(at(B_HI)), b_desc.offset_bytes(at(B_LO)));
-                    if s == 0 {
-                        wgmma_m64n128k8_tf32_into(step, a_lo, b_hi);
-                    } else {
-                        wgmma_m64n128k8_tf32(step, a_lo, b_hi);
-                    }
-                    wgmma_m64n128k8_tf32(step, a_hi, b_lo);
-                    wgmma_m64n128k8_tf32(step, a_hi, b_hi);
-                }
-                wgmma_commit_group();
-            }
-        };
-
         // Adds tile `t`'s step, split in set `set`, to the accumulators: as it is, or when the
         // block scaled any row or column of the tile (`scaled`, the same in every thread),
         // scaled back by the row's and the column's shifts (module `scaling`).
@@ -368,11 +390,13 @@ mod device_code {
             let load = |i: u32| unsafe { ld_shared_f32(at.offset_bytes(i * 4)).to_bits() as i32 };
             let row_shift: [i32; 2] =
                 core::array::from_fn(|h| load(64 * group + 16 * warp + g + 8 * h as u32));
-            let col_shift: [i32; 32] =
-                core::array::from_fn(|c| load(BM + 8 * (c as u32 / 2) + 2 * t4 + c as u32 % 2));
-            for (i, (x, &y)) in acc.iter_mut().zip(step).enumerate() {
-                let (j, e) = (i / 4, i % 4);
-                *x = scaling::unscale(y, row_shift[e / 2], col_shift[2 * j + e % 2], *x);
+            // Column block j's two columns' shifts, read as they are needed.
+            for (j, (x, y)) in acc.chunks_exact_mut(4).zip(step.chunks_exact(4)).enumerate() {
+                let col_shift: [i32; 2] =
+                    core::array::from_fn(|c| load(BM + 8 * j as u32 + 2 * t4 + c as u32));
+                for e in 0..4 {
+                    x[e] = scaling::unscale(y[e], row_shift[e / 2], col_shift[e % 2], x[e]);
+                }
             }
         };
 
@@ -381,7 +405,7 @@ mod device_code {
         copy_tile(STAGE, BK);
         // SAFETY: waiting has no preconditions.
         unsafe { cp_async_wait_group::<1>() };
-        sync_threads();
+        sync();
         let mut scaled = barrier(split(0, 0));
 
         *acc = [0.0f32; 64];
@@ -389,7 +413,8 @@ mod device_code {
         let tiles = k.div_ceil(BK);
         let (mut stage, mut set) = (0, 0);
         for t in 0..tiles {
-            products(&mut step, set);
+            // SAFETY: the split set was published by the last barrier (proxy fence before it).
+            unsafe { products(&mut step, a_desc, b_desc, set) };
             // The raw stage of tile t was split before the last barrier: refill it with tile
             // t + 2 (zero-filled past K).
             copy_tile(stage, (t + 2) * BK);
@@ -403,7 +428,7 @@ mod device_code {
                 // the last readers of the split set it goes to.
                 // SAFETY: as above.
                 unsafe { cp_async_wait_group::<1>() };
-                sync_threads();
+                sync();
                 scaled_next = split(stage, set);
             }
             // SAFETY: the whole warpgroup waits together.
@@ -414,8 +439,11 @@ mod device_code {
         // Drain the (zero-filled) copies still in flight.
         // SAFETY: as above.
         unsafe { cp_async_wait_group::<0>() };
-        // SAFETY: every thread reaches it (the loop is uniform).
-        SCALED || !unsafe { bar_red_or(!(a_window.holds() && (b_window.holds() || !b_live))) }
+        // SAFETY: as `sync`.
+        SCALED
+            || !unsafe {
+                bar_red_or_named::<BAR, THREADS>(!(a_window.holds() && (b_window.holds() || !b_live)))
+            }
     }
 
     /// The GEMM of this block's tile: [`multiply`] without scaling, then with it if that was not
@@ -426,13 +454,24 @@ mod device_code {
     #[inline(always)]
     unsafe fn gemm(args: GemmArgs) {
         let mut acc = [0.0f32; 64];
-        // SAFETY: the contract; every thread runs both calls, or neither of the second.
-        unsafe {
-            if !multiply::<false>(&args, &mut acc) {
-                multiply::<true>(&args, &mut acc);
-            }
-        }
         let tid = thread_x();
+        // SAFETY: the contract; the whole block is the team (barrier 0), every thread runs
+        // both calls, or neither of the second.
+        unsafe {
+            if !multiply::<false, 0>(&args, &mut acc, tid) {
+                multiply::<true, 0>(&args, &mut acc, tid);
+            }
+            store_tile(&args, &acc, tid);
+        }
+    }
+
+    /// The epilogue: thread `tid` of the two warpgroups that multiplied the tile writes its
+    /// fragment `acc` to `C`, recomputing non-finite outputs with `f32` FMAs ([`store_exact`]).
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    #[inline(always)]
+    pub(crate) unsafe fn store_tile(args: &GemmArgs, acc: &[f32; 64], tid: u32) {
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let (g, t4) = (lane / 4, lane % 4);
@@ -441,7 +480,7 @@ mod device_code {
             let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
             let col = col0 + 8 * j + 2 * t4 + e % 2;
             // SAFETY: the GEMM contract.
-            unsafe { store_exact(&args, row, col, x) };
+            unsafe { store_exact(args, row, col, x) };
         }
     }
 

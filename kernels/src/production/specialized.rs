@@ -1,0 +1,421 @@
+//! Step 15, warp specialization: [`warpgroup`]'s 3xTF32 tile loop with the work divided by
+//! kind instead of shared by every thread, and `A` given to `wgmma` from registers.
+//!
+//! Why: in `warpgroup` all eight warps copy, split, multiply and add, with two block-wide
+//! barriers per tile between those phases; and the block moves about 270 KiB through shared
+//! memory per 128 x 128 x 32 tile (copies in, the split's reads and writes, `wgmma`'s reads of
+//! four split halves), which at 128 bytes per cycle takes longer than the tensor cores' work
+//! (1536 cycles). Here:
+//! - two *producer* warpgroups copy raw tiles of `A` and `B` with `cp.async` and split the `B`
+//!   tile into `B_hi` and `B_lo`;
+//! - two *consumer* warpgroups (64 rows of the tile each) read their rows of the raw `A` tile
+//!   straight into registers, split them there, and run `wgmma` with `A` from registers, so
+//!   `A`'s split halves never touch shared memory (about 190 KiB per tile in all);
+//! - the roles hand tiles to each other through `mbarrier`s, so no thread waits at a
+//!   block-wide barrier inside the loop, and `setmaxnreg` moves registers from the producers
+//!   (which need few) to the consumers (which hold two sets of accumulators).
+//!
+//! The protocol: tile `t` is copied into raw stage `t % 4` and its `B` split into split set
+//! `t % 2`. Two `mbarrier`s per split set `s`:
+//! - `full[s]`: one arrival per producer thread, after its copies of the tile landed and it
+//!   wrote and published (`fence.proxy.async`) its part of the split; consumers wait on it.
+//! - `empty[s]`: one arrival per consumer thread, after its products of the set completed (so
+//!   it is also done with the raw stage); the producers wait on it before they split into the
+//!   set again and before they refill that tile's raw stage with the tile four later.
+//!
+//! Tile `t` is phase `t / 2` of its set's barriers: consumers wait on `full[t % 2]` with parity
+//! `(t / 2) % 2`, producers on `empty[t % 2]` with the other parity (a fresh barrier passes it
+//! at once, for the first two tiles). Producers copy two tiles ahead and meet only each other,
+//! at a named barrier, once per tile.
+//!
+//! The order along `K` inside a 32-deep tile is permuted, for `A` and `B` alike, so every
+//! product still pairs `A[i][k]` with `B[k][j]`: the values a thread gives to `wgmma` in its
+//! four 8-deep steps are 8 consecutive columns of its rows of `A`, two 16-byte loads per row.
+//! Logical position `kk` (0..8) of step `s` is physical column `8 (kk % 4) + 2 s + kk / 4` of
+//! the tile.
+//!
+//! The exactness rules are `warpgroup`'s: every value split is checked against the
+//! [window](crate::production::window) (`A` by the consumers, `B` by the producers). At the
+//! end the producers report theirs through a word of shared memory and a named barrier they
+//! only arrive at, and leave; the consumers vote among themselves, and when any value was
+//! outside the window they multiply the tile again with `warpgroup`'s scaled loop (as a team
+//! of their own, on a named barrier). The epilogue is `warpgroup`'s.
+//!
+//! Block: 512 threads, 128 x 128 of `C`; one block per SM.
+//!
+//! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
+
+use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::production::warpgroup::{BK, BM, BN, SMEM_BYTES, STAGE};
+
+/// Producer warpgroups.
+const PRODUCER_GROUPS: u32 = 2;
+/// Threads of the producer warpgroups (thread indices `0..PRODUCERS`).
+const PRODUCERS: u32 = 128 * PRODUCER_GROUPS;
+/// Threads of the two consumer warpgroups (the rest).
+const CONSUMERS: u32 = 256;
+/// Raw stages (a `warpgroup` stage each: `A` rows padded to 36 floats, `B` rows to 136).
+const RAW_STAGES: u32 = 4;
+/// Bytes of one split half, `B_hi` or `B_lo` (32 x 128 values), and of a split set (both).
+const B_HALF: u32 = BK * BN * 4;
+const SET: u32 = 2 * B_HALF;
+/// Byte offset of the raw stages, after two split sets.
+const RAW: u32 = 2 * SET;
+/// Byte offset of the `mbarrier`s (`full[0..2]`, `empty[0..2]`, then a word for the producers'
+/// window check), after both this loop's shared
+/// memory and `warpgroup`'s (the scaled loop's, which reuses the same bytes).
+const BARRIERS: u32 = {
+    let tile_loop = RAW + RAW_STAGES * STAGE;
+    if tile_loop > SMEM_BYTES { tile_loop } else { SMEM_BYTES }
+};
+
+/// Launch configuration of [`sgemm_specialized`](self).
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "specialized",
+    entry: "sgemm_specialized",
+    vec4_entry: None,
+    summary: "warpgroup's 3xTF32 tile, warp-specialized: producers copy and split B, consumers take A into registers",
+    block: (PRODUCERS + CONSUMERS, 1),
+    tile: (BM, BN),
+    smem_bytes: BARRIERS + 5 * 8,
+    min_blocks_per_sm: 1,
+    k_slices: Some(BM),
+    vec4_only: true,
+    arch: Some("sm_90a"),
+    module: Module::Production,
+    shapes: Shapes::Any,
+};
+
+const _: () = assert!(
+    BARRIERS.is_multiple_of(8)
+        && CONSUMERS == crate::production::warpgroup::THREADS
+        && BK == 32
+        && BM == 128
+        && BN == 128,
+    "8-byte aligned mbarriers; the consumers are warpgroup's team for the scaled loop; the mappings below"
+);
+
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+mod device_code {
+    use super::{B_HALF, BARRIERS, CONSUMERS, PRODUCER_GROUPS, PRODUCERS, RAW, RAW_STAGES, SET};
+    use crate::infra::device::*;
+    use crate::infra::ptx::{
+        F32x4, MatrixDescriptor, SharedAddr, bar_arrive_named, bar_red_or_named, bar_sync_named,
+        barrier_sync_unaligned, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
+        fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, mbarrier_arrive, mbarrier_init,
+        mbarrier_wait, red_shared_or, setmaxnreg_dec, setmaxnreg_inc, st_shared_f32, st_shared_v4_f32,
+        wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32_rs, wgmma_m64n128k8_tf32_rs_into,
+        wgmma_wait_group,
+    };
+    use crate::production::warpgroup::device_code::{
+        K_STRIDE, MN_STRIDE, core_offset, multiply, split4, store_tile,
+    };
+    use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE, round_tf32};
+    use crate::production::window::WindowCheck;
+
+    /// Registers per thread of the producers after they give the rest to the consumers, and of
+    /// the consumers after they took them: 256 * 40 + 256 * 216 = 65536, the 128 per thread
+    /// of 512 threads that the launch bound gives the block (the pool they trade in).
+    const PRODUCER_REGS: u32 = 40;
+    const CONSUMER_REGS: u32 = 216;
+    const _: () = assert!(
+        PRODUCERS * PRODUCER_REGS + CONSUMERS * CONSUMER_REGS
+            <= (65536 / (PRODUCERS + CONSUMERS)) / 8 * 8 * (PRODUCERS + CONSUMERS),
+        "setmaxnreg.inc would wait forever for registers the block does not have"
+    );
+
+    /// The named barrier of the producers.
+    const PRODUCER_BAR: u32 = 1;
+    /// The named barrier of the consumers' scaled loop (and their vote before it).
+    const SCALED_BAR: u32 = 2;
+    /// The named barrier where the producers report that they are done (`bar.arrive`) and the
+    /// consumers wait for that (`bar.sync`).
+    const DONE_BAR: u32 = 3;
+
+    /// The handoff barriers of split set `s`.
+    #[derive(Clone, Copy)]
+    struct Handoff {
+        base: SharedAddr,
+    }
+
+    impl Handoff {
+        fn full(self, s: u32) -> SharedAddr {
+            self.base.offset_bytes(8 * s)
+        }
+        fn empty(self, s: u32) -> SharedAddr {
+            self.base.offset_bytes(16 + 8 * s)
+        }
+        /// A word that is not 0 when a producer saw a `B` value outside the window.
+        fn outside(self) -> SharedAddr {
+            self.base.offset_bytes(32)
+        }
+    }
+
+    /// Byte offset of the raw stage of tile `t`.
+    #[inline(always)]
+    fn raw_stage(t: u32) -> u32 {
+        RAW + t % RAW_STAGES * STAGE
+    }
+
+    /// The producers: copy the raw tiles of this block's `A` rows and `B` columns two ahead,
+    /// split each `B` tile into split set `t % 2` once the consumers have released it, and
+    /// hand it over. Returns whether any `B` value this thread split was outside the window.
+    ///
+    /// # Safety
+    /// The GEMM contract; thread `ptid` of the producers, all of which call it.
+    #[inline(always)]
+    unsafe fn produce(args: &GemmArgs, base: SharedAddr, handoff: Handoff, ptid: u32) -> bool {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
+        let (row0, col0) = (block_y() * BM, block_x() * BN);
+
+        // Copies: A row a_row, 4-vectors at k a_k + 8 v (two lanes per row read 32 contiguous
+        // bytes); B rows b_k + 8 i, columns b_col..b_col + 4.
+        const _: () = assert!(PRODUCERS == 2 * BM && PRODUCERS == 8 * (BN / 4));
+        let (a_row, a_k) = (ptid / 2, ptid % 2 * 4);
+        let (b_k, b_col) = (ptid / (BN / 4), ptid % (BN / 4) * 4);
+        const B_ROW_STEP: u32 = PRODUCERS / (BN / 4);
+        let a_row_ok = row0 + a_row < m;
+        let b_col_ok = col0 + b_col < n;
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
+        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
+        let b_step = B_ROW_STEP as usize * ldb as usize;
+        let a_dst = base.offset_bytes((a_row * A_LD + a_k) * 4);
+        let b_dst = base.offset_bytes(A_RAW + (b_k * B_LD + b_col) * 4);
+
+        // Starts the copies of tile `k0` into the raw stage at byte offset `stage`, as one group.
+        let mut copy_tile = #[inline(always)]
+        |stage: u32, k0: u32| {
+            // SAFETY: the guards admit only 4-vectors inside A and B (the rest is zero-filled),
+            // under the host's padding (SPEC.vec4_only). Nobody reads the stage before this
+            // group is waited for and `full` of its tile completes.
+            unsafe {
+                for v in 0..4 {
+                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
+                    cp_async_cg_16(
+                        a_dst.offset_bytes(stage + 32 * v),
+                        a_ptr.wrapping_add(8 * v as usize),
+                        ok,
+                    );
+                }
+                let mut src = b_ptr;
+                for i in 0..BK / B_ROW_STEP {
+                    let ok = k0 + b_k + B_ROW_STEP * i < k && b_col_ok;
+                    cp_async_cg_16(b_dst.offset_bytes(stage + i * B_ROW_STEP * B_LD * 4), src, ok);
+                    src = src.wrapping_add(b_step);
+                }
+                cp_async_commit_group();
+            }
+            a_ptr = a_ptr.wrapping_add(BK as usize);
+            b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
+        };
+
+        // The split of a raw B tile: thread ptid takes column r of the tile and the pieces c =
+        // ptid / 128 + 2 j along K. Piece c of a column holds logical positions 4 (c % 2)..+4
+        // of step c / 2, which are physical rows c + 8 i of the raw tile (see the module
+        // docs). 32 consecutive lanes read 32 consecutive floats of a row, and 8 of them write
+        // one core matrix's 128 contiguous bytes: no bank conflicts. Each value goes to the
+        // window check, which counts only for a column inside C (columns past n may hold
+        // anything).
+        let r = ptid % BN;
+        let mut b_window = WindowCheck::new();
+        let b_live = col0 + r < n;
+        let mut split = #[inline(always)]
+        |stage: u32, set: u32| {
+            let to = base.offset_bytes(set);
+            for j in 0..BK / 4 / PRODUCER_GROUPS {
+                let c = ptid / BN + PRODUCER_GROUPS * j;
+                let at = core_offset(r, c);
+                // SAFETY: the raw stage's copies completed before the producers' barrier; the
+                // split set was released by the consumers (`empty`).
+                unsafe {
+                    let b_at = |i: u32| base.offset_bytes(stage + A_RAW + ((c + 8 * i) * B_LD + r) * 4);
+                    let x = F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32))));
+                    for &v in &x.0 {
+                        b_window.see(v);
+                    }
+                    let (hi, lo) = split4(x);
+                    st_shared_v4_f32(to.offset_bytes(at), hi);
+                    st_shared_v4_f32(to.offset_bytes(B_HALF + at), lo);
+                }
+            }
+        };
+
+        copy_tile(raw_stage(0), 0);
+        copy_tile(raw_stage(1), BK);
+        for t in 0..k.div_ceil(BK) {
+            let s = t % 2;
+            // This thread's copies of tile t have landed (only tile t + 1's may be pending);
+            // after the barrier, every producer's have.
+            // SAFETY: waiting has no preconditions; the four producer warps reach the barrier
+            // together.
+            unsafe {
+                cp_async_wait_group::<1>();
+                barrier_sync_unaligned::<PRODUCER_BAR, PRODUCERS>();
+            }
+            // The consumers are done with tile t - 2: its split set and its raw stage, where
+            // tile t + 2 goes (zero-filled past K).
+            // SAFETY: initialized before the block-wide barrier that preceded the loop.
+            unsafe { mbarrier_wait(handoff.empty(s), (t / 2 % 2) ^ 1) };
+            copy_tile(raw_stage(t + 2), (t + 2) * BK);
+            split(raw_stage(t), s * SET);
+            fence_proxy_async_shared();
+            // SAFETY: one arrival per producer thread per phase, the count it was made with.
+            unsafe { mbarrier_arrive(handoff.full(s)) };
+        }
+        // Drain the (zero-filled) copies still in flight.
+        // SAFETY: as above.
+        unsafe { cp_async_wait_group::<0>() };
+        !(b_window.holds() || !b_live)
+    }
+
+    /// The consumers: as the producers hand tiles over, read this thread's rows of the raw
+    /// `A` tile, split them in registers, and multiply them by the split `B` tile into `acc`
+    /// (the fragment of thread `ctid` of the two consumer warpgroups, `warpgroup`'s layout);
+    /// release each tile once its products have completed. Returns whether any `A` value
+    /// was outside the window.
+    ///
+    /// # Safety
+    /// The GEMM contract; thread `ctid` of the 256 consumer threads, all of which call it.
+    #[inline(always)]
+    unsafe fn consume(
+        args: &GemmArgs,
+        base: SharedAddr,
+        handoff: Handoff,
+        ctid: u32,
+        acc: &mut [f32; 64],
+    ) -> bool {
+        // Warpgroup w multiplies rows 64 w..64 w + 64 of the tile; this thread's rows of A
+        // are `row` and `row + 8`, its columns (physical) 8 t4..8 t4 + 8.
+        let (group, warp, lane) = (ctid / 128, ctid / 32 % 4, ctid % 32);
+        let (g, t4) = (lane / 4, lane % 4);
+        let row = 64 * group + 16 * warp + g;
+        let a_at = base.offset_bytes((row * A_LD + 8 * t4) * 4);
+        let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
+        let mut a_window = WindowCheck::new();
+        let mut step = [0.0f32; 64];
+        for t in 0..args.k.div_ceil(BK) {
+            let s = t % 2;
+            // SAFETY: initialized before the loop; the phase completes after every producer's
+            // copies of tile t landed and its part of the split was published (proxy fence,
+            // then its release arrival).
+            unsafe { mbarrier_wait(handoff.full(s), t / 2 % 2) };
+            // Rows row and row + 8, physical columns 8 t4..8 t4 + 8: two 16-byte loads each,
+            // 8 lanes of a load phase in 8 distinct groups of 4 banks (rows 144 bytes apart).
+            // SAFETY: inside the raw stage, published by `full`.
+            let x: [[F32x4; 2]; 2] = core::array::from_fn(|h| {
+                let at = a_at.offset_bytes(raw_stage(t) + h as u32 * 8 * A_LD * 4);
+                unsafe { [ld_shared_v4_f32(at), ld_shared_v4_f32(at.offset_bytes(16))] }
+            });
+            for row in &x {
+                for v in row {
+                    for &v in &v.0 {
+                        a_window.see(v);
+                    }
+                }
+            }
+            // Step q's fragment, split: logical positions t4 and t4 + 4 are physical columns
+            // 8 t4 + 2 q and 8 t4 + 2 q + 1.
+            let fragment = #[inline(always)]
+            |q: usize| -> ([f32; 4], [f32; 4]) {
+                let (v, e) = (q / 2, 2 * (q % 2));
+                let f = [x[0][v].0[e], x[1][v].0[e], x[0][v].0[e + 1], x[1][v].0[e + 1]];
+                let hi = f.map(round_tf32);
+                (hi, core::array::from_fn(|i| round_tf32(f[i] - hi[i])))
+            };
+            let steps = [fragment(0), fragment(1), fragment(2), fragment(3)];
+            // Starts step q's three products (pieces 2 q and 2 q + 1 along K, K_STRIDE apart).
+            let products = #[inline(always)]
+            |step: &mut [f32; 64], q: usize| {
+                let at = |half: u32| b_desc.offset_bytes(s * SET + half + 2 * q as u32 * K_STRIDE);
+                let (a_hi, a_lo) = &steps[q];
+                // SAFETY: the whole warpgroup runs this together, after `wgmma_fence`; the split
+                // set was published by `full`.
+                unsafe {
+                    if q == 0 {
+                        wgmma_m64n128k8_tf32_rs_into(step, a_lo, at(0));
+                    } else {
+                        wgmma_m64n128k8_tf32_rs(step, a_lo, at(0));
+                    }
+                    wgmma_m64n128k8_tf32_rs(step, a_hi, at(B_HALF));
+                    wgmma_m64n128k8_tf32_rs(step, a_hi, at(0));
+                }
+            };
+            // SAFETY: the whole warpgroup multiplies and waits together; one arrival per
+            // consumer thread per phase of `empty`, after its products of the set completed.
+            unsafe {
+                wgmma_fence();
+                products(&mut step, 0);
+                products(&mut step, 1);
+                products(&mut step, 2);
+                products(&mut step, 3);
+                wgmma_commit_group();
+                wgmma_wait_group::<0>(&mut step);
+                mbarrier_arrive(handoff.empty(s));
+            }
+            for (x, y) in acc.iter_mut().zip(&step) {
+                *x += y;
+            }
+        }
+        !a_window.holds()
+    }
+
+    /// The GEMM of this block's tile: the producers' and the consumers' loops; when a value
+    /// was outside the window, the consumers' scaled loop; then the consumers' epilogue.
+    ///
+    /// # Safety
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    #[inline(always)]
+    unsafe fn gemm(args: GemmArgs) {
+        let tid = thread_x();
+        let smem = dynamic_shared_f32();
+        // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
+        let base = unsafe { SharedAddr::of(smem) };
+        let handoff = Handoff { base: base.offset_bytes(BARRIERS) };
+        if tid == 0 {
+            // SAFETY: 8-byte aligned inside the allocation; used after the barrier below.
+            unsafe {
+                for s in 0..2 {
+                    mbarrier_init(handoff.full(s), PRODUCERS);
+                    mbarrier_init(handoff.empty(s), CONSUMERS);
+                }
+                st_shared_f32(handoff.outside(), 0.0);
+            }
+        }
+        sync_threads();
+        // Each role runs to its end in its own branch, since `ptxas` allocates each branch
+        // within the registers its `setmaxnreg` gives it. The producers report their window
+        // check through `outside` and a named barrier they only arrive at, and leave; the consumers vote among themselves
+        // and read the producers' report, so the decision is the same in every consumer.
+        // SAFETY: the contract; each role's threads all run their part.
+        unsafe {
+            if tid < PRODUCERS {
+                setmaxnreg_dec::<PRODUCER_REGS>();
+                if produce(&args, base, handoff, tid) {
+                    red_shared_or(handoff.outside(), 1);
+                }
+                // The report and the drained copies happen before the consumers pass.
+                bar_arrive_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
+            } else {
+                setmaxnreg_inc::<CONSUMER_REGS>();
+                let ctid = tid - PRODUCERS;
+                let mut acc = [0.0f32; 64];
+                let outside = consume(&args, base, handoff, ctid, &mut acc);
+                bar_sync_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
+                let outside = outside || ld_shared_f32(handoff.outside()).to_bits() != 0;
+                if bar_red_or_named::<SCALED_BAR, CONSUMERS>(outside) {
+                    // The consumers are warpgroup's team of two warpgroups, on a barrier of
+                    // their own; the producers no longer touch shared memory.
+                    multiply::<true, SCALED_BAR>(&args, &mut acc, ctid);
+                }
+                store_tile(&args, &acc, ctid);
+            }
+        }
+    }
+
+    gemm_entry! { production:
+        /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
+        /// warp-specialized `wgmma` with 16-byte copies only: launched as `sgemm_warpgroup`
+        /// (`SPEC.vec4_only`).
+        sgemm_specialized => gemm
+    }
+}
