@@ -190,32 +190,6 @@ pub unsafe fn ld_shared_f32(addr: SharedAddr) -> f32 {
     x
 }
 
-/// `bar.red.or.pred`: the block-wide barrier `bar.sync 0` that also returns whether `pred` is
-/// true in any thread of the block (CUDA's `__syncthreads_or`). Orders shared-memory accesses
-/// as `bar.sync` does.
-///
-/// # Safety
-/// Every thread of the block must reach it (never under a condition that differs between
-/// threads), like every block-wide barrier.
-#[inline(always)]
-pub unsafe fn bar_red_or(pred: bool) -> bool {
-    let any: u32;
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred p, q;",
-            "setp.ne.u32 p, {x}, 0;",
-            "bar.red.or.pred q, 0, p;",
-            "selp.u32 {r}, 1, 0, q;",
-            "}}",
-            x = in(reg32) u32::from(pred),
-            r = out(reg32) any,
-            options(nostack),
-        );
-    }
-    any != 0
-}
-
 /// `bar.sync ID, THREADS`: named barrier `ID` (1..16; 0 is the block-wide one), which waits for
 /// `THREADS` threads (a multiple of 32) and orders their shared-memory accesses as `bar.sync 0`
 /// does the block's: a barrier for a team of warps inside a block.
@@ -239,8 +213,8 @@ pub unsafe fn bar_arrive_named<const ID: u32, const THREADS: u32>() {
     unsafe { asm!("bar.arrive {id}, {n};", id = const ID, n = const THREADS, options(nostack)) }
 }
 
-/// [`bar_red_or`] on named barrier `ID` for a team of `THREADS` threads: returns whether `pred`
-/// is true in any of them.
+/// `bar.red.or.pred`: [`bar_sync_named`] that also returns whether `pred` is true in any of the
+/// team's `THREADS` threads (CUDA's `__syncthreads_or`, for barrier 0 and the whole block).
 ///
 /// # Safety
 /// As [`bar_sync_named`].
@@ -749,9 +723,10 @@ macro_rules! mma_async_registers {
 /// `mma.m16n8k8` layout), as TF32 values. `D = A B + D`.
 ///
 /// # Safety
-/// As [`wgmma_m64n128k8_tf32`]. The instruction reads `a`'s registers asynchronously too;
-/// `ptxas` tracks that and keeps them until the [`wgmma_wait_group`] that covers it (where it
-/// cannot, it serializes the `wgmma` and says so in a warning).
+/// As [`wgmma_m64n128k8_tf32`]. The instruction reads `a`'s registers asynchronously, until
+/// the [`wgmma_wait_group`] that covers it, and the compiler does not know that: it may give
+/// those registers to a value computed before the wait. So the caller computes no new
+/// fragment while one is in flight (compute the next one after the wait).
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32_rs(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {

@@ -84,6 +84,14 @@ mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, ld_global_nc_v4_f32, shfl_bfly_f32};
 
+    /// The index in the block's shared memory of row `i`'s partial sum of warp `warp` for lane
+    /// `lane`'s column: rows of `WARPS` runs of `LANES + 1` floats (the extra one keeps the
+    /// warps' runs in distinct banks).
+    #[inline(always)]
+    fn partial(i: usize, warp: u32, lane: u32) -> usize {
+        (i * WARPS as usize + warp as usize) * (LANES + 1) as usize + lane as usize
+    }
+
     /// This block's strip of 32 columns and its part of the arguments: in the tall variant
     /// ([`TALL_SPEC`]) the rows from `FEW` times its row of tiles (`m` the rows left, at most
     /// `FEW`), otherwise the arguments as they are (`m <= FEW`, one row of tiles).
@@ -109,10 +117,6 @@ mod device_code {
         let col = strip * LANES + tx;
         let rows = (m as usize).min(FEW);
         let partials = dynamic_shared_f32();
-        // Partial `(row i, warp, lane)`.
-        let at = |i: usize, warp: u32, lane: u32| {
-            (i * WARPS as usize + warp as usize) * (LANES + 1) as usize + lane as usize
-        };
         let mut sums = [0.0f32; FEW];
         // SAFETY: every read is guarded to A's m x k and B's k x n (p < k, col < n, i < m);
         // each partial is written by one thread and read after the barrier.
@@ -151,7 +155,7 @@ mod device_code {
             // would not unroll, and would pick each sum out of the registers by a chain of
             // selects.
             for (i, &sum) in sums.iter().enumerate() {
-                *partials.add(at(i, ty, tx)) = sum;
+                *partials.add(partial(i, ty, tx)) = sum;
             }
             sync_threads();
             write_c(partials, rows, col, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc });
@@ -162,8 +166,8 @@ mod device_code {
     /// of column `col` (lane `tx` of the block's columns) in warp order and writes `C`.
     ///
     /// # Safety
-    /// `partials` holds row `i`'s sums of every warp at `(i * WARPS + warp) * (LANES + 1) +
-    /// tx`, written before the barrier; `col` is this lane's column.
+    /// `partials` holds row `i`'s sums of every warp at [`partial`]`(i, warp, tx)`, written
+    /// before the barrier; `col` is this lane's column.
     #[inline(always)]
     unsafe fn write_c(
         partials: *const f32,
@@ -173,10 +177,10 @@ mod device_code {
     ) {
         let (tx, row) = (thread_x(), thread_y());
         if (row as usize) < rows && col < n {
-            let at = |warp: u32| (row * WARPS + warp) as usize * (LANES + 1) as usize + tx as usize;
             // SAFETY: as the contract says; the element of C is inside (row < m, col < n).
             unsafe {
-                let total = (0..WARPS).fold(0.0f32, |t, warp| t + *partials.add(at(warp)));
+                let total =
+                    (0..WARPS).fold(0.0f32, |t, warp| t + *partials.add(partial(row as usize, warp, tx)));
                 update_c(c.add(offset(row, col, ldc)), alpha, total, beta);
             }
         }
@@ -195,9 +199,6 @@ mod device_code {
         let col = strip * LANES + 4 * group;
         let rows = (m as usize).min(FEW);
         let partials = dynamic_shared_f32();
-        let at = |i: usize, warp: u32, lane: u32| {
-            (i * WARPS as usize + warp as usize) * (LANES + 1) as usize + lane as usize
-        };
         // Quads (4 rows of B) a step of all threads down K covers, and this thread's first.
         let (step, quads) = (WARPS * K_LANES, k / 4);
         let mut q = ty * K_LANES + k_lane;
@@ -249,7 +250,7 @@ mod device_code {
                     2 => row_sums[2],
                     _ => row_sums[3],
                 };
-                *partials.add(at(i, ty, 4 * group + k_lane)) = mine;
+                *partials.add(partial(i, ty, 4 * group + k_lane)) = mine;
             }
             sync_threads();
             let col = strip * LANES + tx;

@@ -2,15 +2,15 @@
 //! kind instead of shared by every thread, and `A` given to `wgmma` from registers.
 //!
 //! Why: in `warpgroup` all eight warps copy, split, multiply and add, with two block-wide
-//! barriers per tile between those phases; and the block moves about 270 KiB through shared
-//! memory per 128 x 128 x 32 tile (copies in, the split's reads and writes, `wgmma`'s reads of
-//! four split halves), which at 128 bytes per cycle takes longer than the tensor cores' work
-//! (1536 cycles). Here:
+//! barriers per tile between those phases; and every operand crosses shared memory several
+//! times per tile (copied in, read and written by the split, read by `wgmma` as split
+//! halves), more traffic than the shared-memory pipe carries in the time of the tile's tensor
+//! work. Here:
 //! - two *producer* warpgroups copy raw tiles of `A` and `B` with `cp.async` and split the `B`
 //!   tile into `B_hi` and `B_lo`;
 //! - two *consumer* warpgroups (64 rows of the tile each) read their rows of the raw `A` tile
 //!   straight into registers, split them there, and run `wgmma` with `A` from registers, so
-//!   `A`'s split halves never touch shared memory (about 190 KiB per tile in all);
+//!   `A`'s split halves never touch shared memory;
 //! - the roles hand tiles to each other through `mbarrier`s, so no thread waits at a
 //!   block-wide barrier inside the loop, and `setmaxnreg` moves registers from the producers
 //!   (which need few) to the consumers (which hold two sets of accumulators).
@@ -46,12 +46,11 @@
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
-use crate::production::warpgroup::{BK, BM, BN, SMEM_BYTES, STAGE};
+use crate::production::warpgroup::{BK, BM, BN, SMEM_BYTES, STAGE, THREADS};
 
-/// Producer warpgroups.
-const PRODUCER_GROUPS: u32 = 2;
-/// Threads of the producer warpgroups (thread indices `0..PRODUCERS`).
-const PRODUCERS: u32 = 128 * PRODUCER_GROUPS;
+/// Threads of the producer warpgroups (thread indices `0..PRODUCERS`): `warpgroup`'s team of
+/// two, whose copies ([`RawCopy`](crate::production::warpgroup)) they run.
+const PRODUCERS: u32 = THREADS;
 /// Threads of the two consumer warpgroups (the rest).
 const CONSUMERS: u32 = 256;
 /// Raw stages (a `warpgroup` stage each: `A` rows padded to 36 floats, `B` rows to 136).
@@ -87,28 +86,23 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 const _: () = assert!(
-    BARRIERS.is_multiple_of(8)
-        && CONSUMERS == crate::production::warpgroup::THREADS
-        && BK == 32
-        && BM == 128
-        && BN == 128,
+    BARRIERS.is_multiple_of(8) && CONSUMERS == THREADS && BK == 32 && BM == 128 && BN == 128,
     "8-byte aligned mbarriers; the consumers are warpgroup's team for the scaled loop; the mappings below"
 );
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 mod device_code {
-    use super::{B_HALF, BARRIERS, CONSUMERS, PRODUCER_GROUPS, PRODUCERS, RAW, RAW_STAGES, SET};
+    use super::{B_HALF, BARRIERS, CONSUMERS, PRODUCERS, RAW, RAW_STAGES, SET};
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_arrive_named, bar_red_or_named, bar_sync_named,
-        barrier_sync_unaligned, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
-        fence_proxy_async_shared, ld_shared_f32, ld_shared_v4_f32, mbarrier_arrive, mbarrier_init,
-        mbarrier_wait, red_shared_or, setmaxnreg_dec, setmaxnreg_inc, st_shared_f32, st_shared_v4_f32,
-        wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32_rs, wgmma_m64n128k8_tf32_rs_into,
-        wgmma_wait_group,
+        barrier_sync_unaligned, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
+        ld_shared_v4_f32, mbarrier_arrive, mbarrier_init, mbarrier_wait, red_shared_or, setmaxnreg_dec,
+        setmaxnreg_inc, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
+        wgmma_m64n128k8_tf32_rs, wgmma_m64n128k8_tf32_rs_into, wgmma_wait_group,
     };
     use crate::production::warpgroup::device_code::{
-        K_STRIDE, MN_STRIDE, core_offset, multiply, split4, store_tile,
+        K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile,
     };
     use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE, round_tf32};
     use crate::production::window::WindowCheck;
@@ -123,6 +117,9 @@ mod device_code {
             <= (65536 / (PRODUCERS + CONSUMERS)) / 8 * 8 * (PRODUCERS + CONSUMERS),
         "setmaxnreg.inc would wait forever for registers the block does not have"
     );
+
+    /// Producer warpgroups.
+    const PRODUCER_GROUPS: u32 = PRODUCERS / 128;
 
     /// The named barrier of the producers.
     const PRODUCER_BAR: u32 = 1;
@@ -165,49 +162,9 @@ mod device_code {
     /// The GEMM contract; thread `ptid` of the producers, all of which call it.
     #[inline(always)]
     unsafe fn produce(args: &GemmArgs, base: SharedAddr, handoff: Handoff, ptid: u32) -> bool {
-        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
-        let (row0, col0) = (block_y() * BM, block_x() * BN);
-
-        // Copies: A row a_row, 4-vectors at k a_k + 8 v (two lanes per row read 32 contiguous
-        // bytes); B rows b_k + 8 i, columns b_col..b_col + 4.
-        const _: () = assert!(PRODUCERS == 2 * BM && PRODUCERS == 8 * (BN / 4));
-        let (a_row, a_k) = (ptid / 2, ptid % 2 * 4);
-        let (b_k, b_col) = (ptid / (BN / 4), ptid % (BN / 4) * 4);
-        const B_ROW_STEP: u32 = PRODUCERS / (BN / 4);
-        let a_row_ok = row0 + a_row < m;
-        let b_col_ok = col0 + b_col < n;
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
-        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
-        let b_step = B_ROW_STEP as usize * ldb as usize;
-        let a_dst = base.offset_bytes((a_row * A_LD + a_k) * 4);
-        let b_dst = base.offset_bytes(A_RAW + (b_k * B_LD + b_col) * 4);
-
-        // Starts the copies of tile `k0` into the raw stage at byte offset `stage`, as one group.
-        let mut copy_tile = #[inline(always)]
-        |stage: u32, k0: u32| {
-            // SAFETY: the guards admit only 4-vectors inside A and B (the rest is zero-filled),
-            // under the host's padding (SPEC.vec4_only). Nobody reads the stage before this
-            // group is waited for and `full` of its tile completes.
-            unsafe {
-                for v in 0..4 {
-                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
-                    cp_async_cg_16(
-                        a_dst.offset_bytes(stage + 32 * v),
-                        a_ptr.wrapping_add(8 * v as usize),
-                        ok,
-                    );
-                }
-                let mut src = b_ptr;
-                for i in 0..BK / B_ROW_STEP {
-                    let ok = k0 + b_k + B_ROW_STEP * i < k && b_col_ok;
-                    cp_async_cg_16(b_dst.offset_bytes(stage + i * B_ROW_STEP * B_LD * 4), src, ok);
-                    src = src.wrapping_add(b_step);
-                }
-                cp_async_commit_group();
-            }
-            a_ptr = a_ptr.wrapping_add(BK as usize);
-            b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
-        };
+        let GemmArgs { n, k, .. } = *args;
+        let col0 = block_x() * BN;
+        let mut copies = RawCopy::new(args, base, ptid);
 
         // The split of a raw B tile: thread ptid takes column r of the tile and the pieces c =
         // ptid / 128 + 2 j along K. Piece c of a column holds logical positions 4 (c % 2)..+4
@@ -240,8 +197,12 @@ mod device_code {
             }
         };
 
-        copy_tile(raw_stage(0), 0);
-        copy_tile(raw_stage(1), BK);
+        // SAFETY (every copy): a raw stage is refilled only after the consumers released its
+        // tile (`empty`) and every producer split it (the producers' barrier since).
+        unsafe {
+            copies.tile(raw_stage(0), 0);
+            copies.tile(raw_stage(1), BK);
+        }
         for t in 0..k.div_ceil(BK) {
             let s = t % 2;
             // This thread's copies of tile t have landed (only tile t + 1's may be pending);
@@ -256,7 +217,7 @@ mod device_code {
             // tile t + 2 goes (zero-filled past K).
             // SAFETY: initialized before the block-wide barrier that preceded the loop.
             unsafe { mbarrier_wait(handoff.empty(s), (t / 2 % 2) ^ 1) };
-            copy_tile(raw_stage(t + 2), (t + 2) * BK);
+            unsafe { copies.tile(raw_stage(t + 2), (t + 2) * BK) };
             split(raw_stage(t), s * SET);
             fence_proxy_async_shared();
             // SAFETY: one arrival per producer thread per phase, the count it was made with.

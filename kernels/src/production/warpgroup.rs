@@ -183,6 +183,82 @@ pub(crate) mod device_code {
         }
     }
 
+    /// The `cp.async` copies of a block's raw tiles, `BK` deep, by a team of [`THREADS`]
+    /// threads, into raw stages of `A` (`[BM][A_LD]`) and then `B` (`[BK][B_LD]`): thread `tid`
+    /// copies row `tid / 2` of the `A` tile, 4-vectors at `k` `tid % 2 * 4 + 8 v` (two lanes per
+    /// row read 32 contiguous bytes), and rows `tid / 32 + 8 i` of the `B` tile, columns
+    /// `tid % 32 * 4..+4`. Elements outside `A` and `B` are zero-filled, never read.
+    pub(crate) struct RawCopy {
+        k: u32,
+        ldb: u32,
+        a_k: u32,
+        b_k: u32,
+        a_row_ok: bool,
+        b_col_ok: bool,
+        a_ptr: *const f32,
+        b_ptr: *const f32,
+        a_dst: SharedAddr,
+        b_dst: SharedAddr,
+    }
+
+    impl RawCopy {
+        /// Rows of the `B` tile between one thread's copies.
+        const B_ROW_STEP: u32 = THREADS / (BN / 4);
+
+        /// Thread `tid`'s copies of this block's tiles, into stages at byte offsets from `raw`;
+        /// the first copies tile 0.
+        #[inline(always)]
+        pub(crate) fn new(args: &GemmArgs, raw: SharedAddr, tid: u32) -> Self {
+            let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
+            let (row0, col0) = (block_y() * BM, block_x() * BN);
+            let (a_row, a_k) = (tid / 2, tid % 2 * 4);
+            let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
+            Self {
+                k,
+                ldb,
+                a_k,
+                b_k,
+                a_row_ok: row0 + a_row < m,
+                b_col_ok: col0 + b_col < n,
+                a_ptr: a.wrapping_add(offset(row0 + a_row, a_k, lda)),
+                b_ptr: b.wrapping_add(offset(b_k, col0 + b_col, ldb)),
+                a_dst: raw.offset_bytes((a_row * A_LD + a_k) * 4),
+                b_dst: raw.offset_bytes(A_RAW + (b_k * B_LD + b_col) * 4),
+            }
+        }
+
+        /// Starts the copies of tile `k0` (the next tile) into the raw stage at byte offset
+        /// `stage`, as one `cp.async` group (zero-filled past `K`).
+        ///
+        /// # Safety
+        /// The GEMM contract, under the host's padding (`SPEC.vec4_only`): the guards admit only
+        /// 4-vectors inside `A` and `B`. No thread reads or writes the stage until this group is
+        /// waited for and a barrier (or a handoff) passed after it.
+        #[inline(always)]
+        pub(crate) unsafe fn tile(&mut self, stage: u32, k0: u32) {
+            let Self { k, ldb, a_k, b_k, a_row_ok, b_col_ok, a_ptr, b_ptr, a_dst, b_dst } = *self;
+            unsafe {
+                for v in 0..4 {
+                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
+                    cp_async_cg_16(
+                        a_dst.offset_bytes(stage + 32 * v),
+                        a_ptr.wrapping_add(8 * v as usize),
+                        ok,
+                    );
+                }
+                let mut src = b_ptr;
+                for i in 0..BK / Self::B_ROW_STEP {
+                    let ok = k0 + b_k + Self::B_ROW_STEP * i < k && b_col_ok;
+                    cp_async_cg_16(b_dst.offset_bytes(stage + i * Self::B_ROW_STEP * B_LD * 4), src, ok);
+                    src = src.wrapping_add(Self::B_ROW_STEP as usize * ldb as usize);
+                }
+                cp_async_commit_group();
+            }
+            self.a_ptr = a_ptr.wrapping_add(BK as usize);
+            self.b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
+        }
+    }
+
     /// Multiplies this block's tile of its batch member (a product, or a K slice of one: see
     /// [`split_k`](crate::production::split_k)) into `acc` (this thread's fragment of the
     /// tile), with each tile's rows and columns scaled (module [`scaling`]) when `SCALED`, as
@@ -203,56 +279,20 @@ pub(crate) mod device_code {
         acc: &mut [f32; 64],
         tid: u32,
     ) -> bool {
-        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
+        let GemmArgs { n, k, .. } = *args;
         // SAFETY (every named barrier below): the team reaches each one together (the loop is
         // uniform), and the caller gives it `BAR`.
         let sync = || unsafe { bar_sync_named::<BAR, THREADS>() };
-        let (row0, col0) = (block_y() * BM, block_x() * BN);
-
-        // Copies: A row a_row, 4-vectors at k a_k + 8 v (two lanes per row read 32
-        // contiguous bytes); B rows b_k + 8 i, columns b_col..b_col + 4.
-        let (a_row, a_k) = (tid / 2, tid % 2 * 4);
-        let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
-        const B_ROW_STEP: u32 = THREADS / (BN / 4);
-        let a_row_ok = row0 + a_row < m;
-        let b_col_ok = col0 + b_col < n;
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
-        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
-        let b_step = B_ROW_STEP as usize * ldb as usize;
+        let col0 = block_x() * BN;
 
         let smem = dynamic_shared_f32();
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
         let raw = base.offset_bytes(2 * SPLIT);
-        let a_dst = raw.offset_bytes((a_row * A_LD + a_k) * 4);
-        let b_dst = raw.offset_bytes(A_RAW + (b_k * B_LD + b_col) * 4);
-
-        // Starts the copies of tile `k0` into the raw stage at byte offset `stage`, as one group.
-        let mut copy_tile = #[inline(always)]
-        |stage: u32, k0: u32| {
-            // SAFETY: the guards admit only 4-vectors inside A and B (the rest is zero-filled),
-            // under the host's padding (SPEC.vec4_only), as in tensor_core. The stage is not
-            // read until this group is waited for and a barrier passed.
-            unsafe {
-                for v in 0..4 {
-                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
-                    cp_async_cg_16(
-                        a_dst.offset_bytes(stage + 32 * v),
-                        a_ptr.wrapping_add(8 * v as usize),
-                        ok,
-                    );
-                }
-                let mut src = b_ptr;
-                for i in 0..BK / B_ROW_STEP {
-                    let ok = k0 + b_k + B_ROW_STEP * i < k && b_col_ok;
-                    cp_async_cg_16(b_dst.offset_bytes(stage + i * B_ROW_STEP * B_LD * 4), src, ok);
-                    src = src.wrapping_add(b_step);
-                }
-                cp_async_commit_group();
-            }
-            a_ptr = a_ptr.wrapping_add(BK as usize);
-            b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
-        };
+        let mut copies = RawCopy::new(args, raw, tid);
+        // SAFETY: the loop's protocol: a stage is refilled only after the barrier that ends
+        // the split of the tile it held.
+        let mut copy_tile = |stage: u32, k0: u32| unsafe { copies.tile(stage, k0) };
 
         // The split of a raw stage into a split set, scaled (module `scaling`): threads 0..128
         // take row r = tid of the A tile, threads 128..256 column r = tid - 128 of the B tile,
