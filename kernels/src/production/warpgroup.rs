@@ -185,15 +185,19 @@ pub(crate) mod device_code {
 
     /// The `cp.async` copies of a block's raw tiles, `BK` deep, by a team of [`THREADS`]
     /// threads, into raw stages of `A` (`[BM][A_LD]`) and then `B` (`[BK][B_LD]`): thread `tid`
-    /// copies row `tid / 2` of the `A` tile, 4-vectors at `k` `tid % 2 * 4 + 8 v` (two lanes per
-    /// row read 32 contiguous bytes), and rows `tid / 32 + 8 i` of the `B` tile, columns
-    /// `tid % 32 * 4..+4`. Elements outside `A` and `B` are zero-filled, never read.
+    /// copies rows `tid / 8 + 32 v` of the `A` tile, the 4-vector at `k` `tid % 8 * 4`, and
+    /// rows `tid / 32 + 8 i` of the `B` tile, columns `tid % 32 * 4..+4`. So each warp's copy
+    /// reads whole 128-byte lines of global memory (4 rows of `A`, one row of `B`) and writes
+    /// each 8 lanes' 128 bytes into distinct banks. Elements outside `A` and `B` are zero-filled,
+    /// never read.
     pub(crate) struct RawCopy {
         k: u32,
         ldb: u32,
         a_k: u32,
         b_k: u32,
-        a_row_ok: bool,
+        /// Rows of `A` from this thread's first row to the end of `A` (0 past it).
+        a_rows_left: u32,
+        lda: u32,
         b_col_ok: bool,
         a_ptr: *const f32,
         b_ptr: *const f32,
@@ -202,6 +206,8 @@ pub(crate) mod device_code {
     }
 
     impl RawCopy {
+        /// Rows of the `A` tile between one thread's copies.
+        const A_ROW_STEP: u32 = THREADS / (BK / 4);
         /// Rows of the `B` tile between one thread's copies.
         const B_ROW_STEP: u32 = THREADS / (BN / 4);
 
@@ -211,14 +217,15 @@ pub(crate) mod device_code {
         pub(crate) fn new(args: &GemmArgs, raw: SharedAddr, tid: u32) -> Self {
             let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
             let (row0, col0) = (block_y() * BM, block_x() * BN);
-            let (a_row, a_k) = (tid / 2, tid % 2 * 4);
+            let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
             let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
             Self {
                 k,
                 ldb,
                 a_k,
                 b_k,
-                a_row_ok: row0 + a_row < m,
+                a_rows_left: m.saturating_sub(row0 + a_row),
+                lda,
                 b_col_ok: col0 + b_col < n,
                 a_ptr: a.wrapping_add(offset(row0 + a_row, a_k, lda)),
                 b_ptr: b.wrapping_add(offset(b_k, col0 + b_col, ldb)),
@@ -236,15 +243,16 @@ pub(crate) mod device_code {
         /// waited for and a barrier (or a handoff) passed after it.
         #[inline(always)]
         pub(crate) unsafe fn tile(&mut self, stage: u32, k0: u32) {
-            let Self { k, ldb, a_k, b_k, a_row_ok, b_col_ok, a_ptr, b_ptr, a_dst, b_dst } = *self;
+            let Self { k, lda, ldb, a_k, b_k, a_rows_left, b_col_ok, a_ptr, b_ptr, a_dst, b_dst } = *self;
             unsafe {
-                for v in 0..4 {
-                    let ok = a_row_ok && k0 + a_k + 8 * v < k;
-                    cp_async_cg_16(
-                        a_dst.offset_bytes(stage + 32 * v),
-                        a_ptr.wrapping_add(8 * v as usize),
-                        ok,
-                    );
+                let a_k_ok = k0 + a_k < k;
+                for v in 0..BM / Self::A_ROW_STEP {
+                    // Each row's address from the tile's: a running pointer would wait for
+                    // the previous copy to have read its address register.
+                    let row = Self::A_ROW_STEP * v;
+                    let ok = a_k_ok && row < a_rows_left;
+                    let src = a_ptr.wrapping_add(offset(row, 0, lda));
+                    cp_async_cg_16(a_dst.offset_bytes(stage + row * A_LD * 4), src, ok);
                 }
                 let mut src = b_ptr;
                 for i in 0..BK / Self::B_ROW_STEP {
