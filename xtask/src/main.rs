@@ -182,8 +182,7 @@ fn add_launch_bounds(ptx: &str) -> String {
 }
 
 /// Every kernel the host may launch: the GEMM registry, `vector`, `few_rows` (and its tall
-/// variant), `scale_c`,
-/// `transpose`, `pad` and the split-K reduction.
+/// variant), `scale_c`, `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,

@@ -92,19 +92,19 @@ mod device_code {
         (i * WARPS as usize + warp as usize) * (LANES + 1) as usize + lane as usize
     }
 
-    /// This block's strip of 32 columns and its part of the arguments: in the tall variant
-    /// ([`TALL_SPEC`]) the rows from `FEW` times its row of tiles (`m` the rows left, at most
-    /// `FEW`), otherwise the arguments as they are (`m <= FEW`, one row of tiles).
+    /// This block's part of the arguments: in the tall variant ([`TALL_SPEC`]) the rows from
+    /// `FEW` times its row of tiles (`m` the rows left, at most `FEW`), otherwise the arguments
+    /// as they are (`m <= FEW`, one row of tiles).
     #[inline(always)]
-    fn place<const TALL: bool>(args: GemmArgs) -> (u32, GemmArgs) {
+    fn place<const TALL: bool>(args: GemmArgs) -> GemmArgs {
         if !TALL {
-            return (block_x(), args);
+            return args;
         }
         let first = block_y() * FEW as u32;
         let rows = (args.m - first).min(FEW as u32);
         let a = args.a.wrapping_add(offset(first, 0, args.lda));
         let c = args.c.wrapping_add(offset(first, 0, args.ldc));
-        (block_x(), GemmArgs { m: rows, a, c, ..args })
+        GemmArgs { m: rows, a, c, ..args }
     }
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)), launched with [`SPEC`]
@@ -112,7 +112,8 @@ mod device_code {
     /// loaded ahead of the FMAs, in flight together: eight, or six in the tall variant, whose
     /// row offsets leave no room for eight under the register cap.
     unsafe fn few_rows<const TALL: bool, const AHEAD: usize>(args: GemmArgs) {
-        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) = place::<TALL>(args);
+        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) =
+            (block_x(), place::<TALL>(args));
         let (tx, ty) = (thread_x(), thread_y());
         let col = strip * LANES + tx;
         let rows = (m as usize).min(FEW);
@@ -193,7 +194,8 @@ mod device_code {
     /// As [`few_rows`], and `a` and `b` 16-byte aligned with `k`, `n`, `lda` and `ldb`
     /// multiples of 4.
     unsafe fn few_rows_vec4<const TALL: bool>(args: GemmArgs) {
-        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) = place::<TALL>(args);
+        let (strip, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }) =
+            (block_x(), place::<TALL>(args));
         let (tx, ty) = (thread_x(), thread_y());
         let (group, k_lane) = (tx % GROUPS, tx / GROUPS);
         let col = strip * LANES + 4 * group;

@@ -45,8 +45,8 @@
 //!
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
-use crate::production::warpgroup::{BK, BM, BN, SMEM_BYTES, STAGE, THREADS};
+use crate::infra::launch::KernelSpec;
+use crate::production::warpgroup::{self, BK, BM, BN, SMEM_BYTES, STAGE, THREADS};
 
 /// Threads of the producer warpgroups (thread indices `0..PRODUCERS`): `warpgroup`'s team of
 /// two, whose copies ([`RawCopy`](crate::production::warpgroup)) they run.
@@ -61,28 +61,24 @@ const SET: u32 = 2 * B_HALF;
 /// Byte offset of the raw stages, after two split sets.
 const RAW: u32 = 2 * SET;
 /// Byte offset of the `mbarrier`s (`full[0..2]`, `empty[0..2]`, then a word for the producers'
-/// window check), after both this loop's shared
-/// memory and `warpgroup`'s (the scaled loop's, which reuses the same bytes).
+/// window check), after both this loop's shared memory and `warpgroup`'s (the scaled loop's,
+/// which reuses the same bytes).
 const BARRIERS: u32 = {
     let tile_loop = RAW + RAW_STAGES * STAGE;
     if tile_loop > SMEM_BYTES { tile_loop } else { SMEM_BYTES }
 };
+/// Bytes from [`BARRIERS`] on: four 8-byte `mbarrier`s and the producers' word.
+const HANDOFF_BYTES: u32 = 5 * 8;
 
-/// Launch configuration of [`sgemm_specialized`](self).
+/// Launch configuration of [`sgemm_specialized`](self): `warpgroup`'s (tile, one block per SM,
+/// K slices, 16-byte copies only, sm_90a) with its own block and shared memory.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "specialized",
     entry: "sgemm_specialized",
-    vec4_entry: None,
     summary: "warpgroup's 3xTF32 tile, warp-specialized: producers copy and split B, consumers take A into registers",
     block: (PRODUCERS + CONSUMERS, 1),
-    tile: (BM, BN),
-    smem_bytes: BARRIERS + 5 * 8,
-    min_blocks_per_sm: 1,
-    k_slices: Some(BM),
-    vec4_only: true,
-    arch: Some("sm_90a"),
-    module: Module::Production,
-    shapes: Shapes::Any,
+    smem_bytes: BARRIERS + HANDOFF_BYTES,
+    ..warpgroup::SPEC
 };
 
 const _: () = assert!(
@@ -345,8 +341,9 @@ mod device_code {
         sync_threads();
         // Each role runs to its end in its own branch, since `ptxas` allocates each branch
         // within the registers its `setmaxnreg` gives it. The producers report their window
-        // check through `outside` and a named barrier they only arrive at, and leave; the consumers vote among themselves
-        // and read the producers' report, so the decision is the same in every consumer.
+        // check through `outside` and a named barrier they only arrive at, and leave; the
+        // consumers vote among themselves and read the producers' report, so the decision is
+        // the same in every consumer.
         // SAFETY: the contract; each role's threads all run their part.
         unsafe {
             if tid < PRODUCERS {
