@@ -5,7 +5,7 @@ use core::arch::nvptx;
 
 use crate::infra::launch::KernelSpec;
 pub(crate) use crate::infra::params::GemmParams;
-use crate::infra::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32};
+use crate::infra::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32, ld_global_v2_f32, st_global_v2_f32};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -102,6 +102,59 @@ pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
     unsafe {
         *c = if beta == 0.0 { alpha * acc } else { fma(beta, *c, alpha * acc) };
     }
+}
+
+/// Whether every pair of columns `(2 i, 2 i + 1)` in a row of `C` is one 8-byte aligned pair
+/// (`c` 8-byte aligned and `ldc` even), so that [`update_c_pair`] may use 8-byte accesses.
+#[inline(always)]
+pub fn c_pairs_aligned(args: &GemmArgs) -> bool {
+    args.c as usize % 8 == 0 && args.ldc % 2 == 0
+}
+
+/// [`update_c`] for the two adjacent outputs `C[row][col]` and `C[row][col + 1]`, which get
+/// `alpha * x[i] + beta * C` (`C` not read when `BETA_ZERO`; the caller passes
+/// `BETA_ZERO == (beta == 0)`): one 8-byte load and store when `ALIGNED`, else two 4-byte
+/// ones, and no branch either way.
+///
+/// # Safety
+/// Both outputs are inside `C` (`row < m`, `col + 1 < n`); with `ALIGNED`, `col` is even and
+/// [`c_pairs_aligned`] holds.
+#[inline(always)]
+pub unsafe fn update_c_pair<const BETA_ZERO: bool, const ALIGNED: bool>(
+    args: &GemmArgs,
+    row: u32,
+    col: u32,
+    x: [f32; 2],
+) {
+    let GemmArgs { alpha, beta, c, ldc, .. } = *args;
+    let ptr = c.wrapping_add(offset(row, col, ldc));
+    // SAFETY: the contract: both elements are inside C, and 8-byte aligned when ALIGNED.
+    unsafe {
+        let old = match (BETA_ZERO, ALIGNED) {
+            (true, _) => [0.0; 2],
+            (false, true) => ld_global_v2_f32(ptr),
+            (false, false) => [*ptr, *ptr.add(1)],
+        };
+        let y = [0, 1].map(|i| if BETA_ZERO { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) });
+        if ALIGNED {
+            st_global_v2_f32(ptr, y);
+        } else {
+            *ptr = y[0];
+            *ptr.add(1) = y[1];
+        }
+    }
+}
+
+/// Whether every value of `xs` is finite: `x * 0` is `±0` for a finite `x` and NaN for an
+/// infinite or NaN one, so one test of their sum answers for all (four sums, for FMAs in
+/// flight; IEEE arithmetic keeps the compiler from folding `x * 0`).
+#[inline(always)]
+pub fn all_finite<const N: usize>(xs: &[f32; N]) -> bool {
+    let mut sums = [0.0f32; 4];
+    for (i, &x) in xs.iter().enumerate() {
+        sums[i % 4] = fma(x, 0.0, sums[i % 4]);
+    }
+    ((sums[0] + sums[1]) + (sums[2] + sums[3])).is_finite()
 }
 
 /// Loads the four floats at `ptr`, which are columns `col..col + 4` of a row that exists iff

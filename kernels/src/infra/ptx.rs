@@ -111,6 +111,45 @@ pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
     F32x4([x, y, z, w])
 }
 
+/// `ld.global.v2.f32`: loads two consecutive floats in one 8-byte access (`LDG.E.64`),
+/// through the coherent path (the kernel may have written them).
+///
+/// # Safety
+/// `ptr` must be a valid global address of two floats, aligned to 8 bytes.
+#[inline(always)]
+pub unsafe fn ld_global_v2_f32(ptr: *const f32) -> [f32; 2] {
+    let (x, y): (f32, f32);
+    unsafe {
+        asm!(
+            "ld.global.v2.f32 {{{x}, {y}}}, [{ptr}];",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            ptr = in(reg64) ptr,
+            options(nostack, readonly),
+        );
+    }
+    [x, y]
+}
+
+/// `st.global.v2.f32`: stores two consecutive floats in one 8-byte access (`STG.E.64`).
+///
+/// # Safety
+/// `ptr` must be a valid global address of two floats, aligned to 8 bytes, that no other
+/// thread accesses while the kernel runs.
+#[inline(always)]
+pub unsafe fn st_global_v2_f32(ptr: *mut f32, v: [f32; 2]) {
+    let [x, y] = v;
+    unsafe {
+        asm!(
+            "st.global.v2.f32 [{ptr}], {{{x}, {y}}};",
+            ptr = in(reg64) ptr,
+            x = in(reg32) x,
+            y = in(reg32) y,
+            options(nostack),
+        );
+    }
+}
+
 /// `st.shared.v4.f32`: stores four floats to shared memory in one instruction (`STS.128`).
 ///
 /// # Safety

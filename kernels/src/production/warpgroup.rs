@@ -514,7 +514,10 @@ pub(crate) mod device_code {
     }
 
     /// The epilogue: thread `tid` of the two warpgroups that multiplied the tile writes its
-    /// fragment `acc` to `C`, recomputing non-finite outputs with `f32` FMAs ([`store_exact`]).
+    /// fragment `acc` to `C`. A fragment that lies inside `C` and is finite goes out as 32
+    /// column pairs ([`update_c_pair`]: no branch per element); any other one element by
+    /// element through [`store_exact`], which skips outputs outside `m x n` and recomputes
+    /// non-finite ones with `f32` FMAs.
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
@@ -523,12 +526,50 @@ pub(crate) mod device_code {
         let (row0, col0) = (block_y() * BM, block_x() * BN);
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let (g, t4) = (lane / 4, lane % 4);
-        for (i, &x) in acc.iter().enumerate() {
-            let (j, e) = (i as u32 / 4, i as u32 % 4);
-            let row = row0 + 64 * group + 16 * warp + g + 8 * (e / 2);
-            let col = col0 + 8 * j + 2 * t4 + e % 2;
-            // SAFETY: the GEMM contract.
-            unsafe { store_exact(args, row, col, x) };
+        // Element 4 j + e of the fragment is at row `top + 8 (e / 2)`, column
+        // `left + 8 j + e % 2`: rows `top` and `top + 8`, columns `left ..= left + BN - 7`.
+        let (top, left) = (row0 + 64 * group + 16 * warp + g, col0 + 2 * t4);
+        if top + 8 < args.m && left + BN - 7 < args.n && all_finite(acc) {
+            // SAFETY: the fragment lies inside C (just checked).
+            unsafe {
+                match (args.beta == 0.0, c_pairs_aligned(args)) {
+                    (true, true) => store_pairs::<true, true>(args, acc, top, left),
+                    (true, false) => store_pairs::<true, false>(args, acc, top, left),
+                    (false, true) => store_pairs::<false, true>(args, acc, top, left),
+                    (false, false) => store_pairs::<false, false>(args, acc, top, left),
+                }
+            }
+        } else {
+            for (i, &x) in acc.iter().enumerate() {
+                let (j, e) = (i as u32 / 4, i as u32 % 4);
+                let (row, col) = (top + 8 * (e / 2), left + 8 * j + e % 2);
+                // SAFETY: the GEMM contract.
+                unsafe { store_exact(args, row, col, x) };
+            }
+        }
+    }
+
+    /// [`store_tile`]'s branch-free path: the fragment `acc` whose rows are `top` and `top + 8`
+    /// and columns `left ..= left + BN - 7` goes to `C` as 32 column pairs
+    /// ([`update_c_pair`], whose `BETA_ZERO` and `ALIGNED` the caller passes).
+    ///
+    /// # Safety
+    /// The GEMM contract; the fragment lies inside `C` (`top + 8 < m`, `left + BN - 7 < n`), and
+    /// `left` is even; `update_c_pair`'s conditions for `BETA_ZERO` and `ALIGNED`.
+    #[inline(always)]
+    unsafe fn store_pairs<const BETA_ZERO: bool, const ALIGNED: bool>(
+        args: &GemmArgs,
+        acc: &[f32; 64],
+        top: u32,
+        left: u32,
+    ) {
+        for j in 0..BN / 8 {
+            for h in 0..2 {
+                let i = (4 * j + 2 * h) as usize;
+                let (row, col) = (top + 8 * h, left + 8 * j);
+                // SAFETY: the contract: row and columns col (even) and col + 1 are inside C.
+                unsafe { update_c_pair::<BETA_ZERO, ALIGNED>(args, row, col, [acc[i], acc[i + 1]]) };
+            }
         }
     }
 
