@@ -17,7 +17,7 @@ mod pinned;
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
@@ -126,6 +126,10 @@ impl GpuKernel {
 /// kernel chosen by name). Cloning is cheap and shares the context, the stream and the loaded
 /// kernels; [`with_precision`](Self::with_precision) and [`with_kernel`](Self::with_kernel)
 /// set the options of one handle.
+///
+/// Products whose tiles alone cannot fill the GPU split `K` into a device workspace of
+/// partials; the handles of one device keep that workspace from one call to the next (up to
+/// 64 MiB, freed with the last handle), as cuBLAS keeps its own.
 #[derive(Clone)]
 pub struct Gpu {
     loaded: Arc<Loaded>,
@@ -164,6 +168,10 @@ struct Loaded {
     transpose: GpuKernel,
     pad: GpuKernel,
     split_k_reduce: GpuKernel,
+    /// The split-K partials' buffer, kept from one call to the next (the largest asked for
+    /// so far, up to [`KEPT_WORKSPACE_BYTES`]); locked while a call queues its two launches,
+    /// and the stream orders each call's use after the previous one's.
+    workspace: Mutex<Option<CudaSlice<f32>>>,
     info: DeviceInfo,
 }
 
@@ -204,6 +212,10 @@ const MAX_GRID_Z: u32 = 65_535;
 
 /// The most K slices split-K uses.
 const MAX_SLICES: usize = 16;
+
+/// The largest split-K workspace a [`Gpu`] keeps between calls (larger ones are allocated and
+/// freed by each call): products of up to 1024 x 1024 x 16 slices, or 2048 x 2048 x 4.
+const KEPT_WORKSPACE_BYTES: usize = 64 << 20;
 
 impl Gpu {
     /// Opens device `ordinal`: retains its primary context (the one the CUDA runtime and other
@@ -293,6 +305,7 @@ impl Gpu {
             transpose,
             pad,
             split_k_reduce,
+            workspace: Mutex::new(None),
             info,
         };
         Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None })
@@ -636,10 +649,22 @@ impl Gpu {
         let depth = k / slices / 4 * 4;
         let done = slices * depth;
         let len = slices * m * n;
-        // SAFETY: every partial element is written by the slices' launch before the reduction
-        // reads it (each block writes its whole tile's in-range part; the reduction reads only
-        // in-range elements).
-        let mut workspace = unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
+        // The partials go to the kept buffer when it is large enough, else to a new one (kept in
+        // its place when small enough; the old one's free is ordered on the stream after its
+        // last use).
+        let mut kept = self.loaded.workspace.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut fresh = None;
+        let workspace = match kept.as_mut() {
+            Some(buf) if buf.len() >= len => buf,
+            _ => {
+                *kept = None;
+                // SAFETY: every partial element is written by the slices' launch before the
+                // reduction reads it (each block writes its whole tile's in-range part; the
+                // reduction reads only in-range elements).
+                let buf = unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
+                if len * 4 <= KEPT_WORKSPACE_BYTES { kept.insert(buf) } else { fresh.insert(buf) }
+            }
+        };
         // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
@@ -688,7 +713,7 @@ impl Gpu {
         // and `tail x n`, C `m x n` with ldc, apart from the others.
         unsafe { self.launch(&reduce.function, launch_config(&reduce.spec, m32, n32, 1), &mut params) }
             .map_err(Error::cuda("launching split_k_reduce"))
-        // The workspace is freed here, ordered on the stream after the reduction.
+        // A workspace too large to keep is freed here, ordered on the stream after the reduction.
     }
 
     /// Queues `C = beta * C` (zeros without reading `C` when `beta == 0`) on `batch` members
