@@ -414,7 +414,7 @@ impl Gpu {
     /// - but [`SMALL_TILE_KERNEL`] (`f32` FMAs on 64 x 64 tiles) instead of that tile kernel
     ///   when the larger tiles would compute at least twice the outputs `C` has (a side of at
     ///   most 64), or when its blocks, counting the whole batch and the K slices split-K would
-    ///   add, fill less than half of the GPU's resident slots for it.
+    ///   add, fill less than two fifths of the GPU's resident slots for it.
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
@@ -442,7 +442,7 @@ impl Gpu {
         let wasteful = padded(&tiled.spec) >= 2 * padded(&small.spec);
         let slices = if batch == 1 { self.k_slices(tiled, m, n, k) } else { 1 };
         let blocks = tiles(&tiled.spec, m, n).saturating_mul(batch).saturating_mul(slices);
-        if wasteful || 2 * blocks < self.slots(tiled) { small } else { tiled }
+        if wasteful || 5 * blocks < 2 * self.slots(tiled) { small } else { tiled }
     }
 
     /// Resident blocks of `kernel` the GPU holds at once (`SMs x blocks per SM`).
