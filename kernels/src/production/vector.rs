@@ -11,7 +11,7 @@
 //! - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
 //!   rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row).
 //!
-//! Each thread sums its share with one `f32` FMA per product, eight loads ahead: the eight
+//! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
 //! sum. The 32 partial sums of an output are then added pairwise through shared memory. Both
 //! shorten the chains of additions an output's rounding errors accumulate along (a chain's
@@ -49,7 +49,7 @@ mod device_code {
 
     /// Loads ahead of the FMAs: the loads of a group are independent, so they are in flight
     /// together.
-    const AHEAD: u32 = 8;
+    const AHEAD: u32 = 16;
 
     /// `x(p) y(p)` summed over `p = first, first + 32, ... < k`, where `x(p)` and `y(p)` give
     /// the addresses of the factors: one FMA per product, each group of `AHEAD` products summed
