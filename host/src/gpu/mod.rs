@@ -158,8 +158,10 @@ struct Loaded {
     strict: usize,
     /// Index into `production` of [`SMALL_TILE_KERNEL`].
     small_tile: usize,
-    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy.
+    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variant
+    /// for a column of few rows.
     vector: GpuKernel,
+    vector_column: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
@@ -265,6 +267,7 @@ impl Gpu {
         let production =
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let vector = load(vector::SPEC)?;
+        let vector_column = load(vector::COLUMN_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
@@ -299,6 +302,7 @@ impl Gpu {
             strict,
             small_tile,
             vector,
+            vector_column,
             few_rows,
             few_rows_tall,
             scale_c,
@@ -403,7 +407,8 @@ impl Gpu {
     /// product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
     /// - one column, or one row with `k <= 2 n`: the `vector` kernel (`f32` FMAs), which
     ///   spreads the reads a tile kernel would make in one row of each tile over the grid (a
-    ///   row's grid is `n / 32` blocks, so a deeper `k` goes to `few_rows`, which splits it);
+    ///   row's grid is `n / 32` blocks, so a deeper `k` goes to `few_rows`, which splits it),
+    ///   or for a column of fewer than 64 rows per SM its variant on 8 rows a block;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -424,6 +429,11 @@ impl Gpu {
         }
         let loaded = &self.loaded;
         match skinny_kernel(batch, m, n, k) {
+            // A column of fewer rows than 64 per SM (fewer than two blocks per SM at 32 rows a
+            // block) on 8 rows a block.
+            Some(Skinny::Vector) if n == 1 && m < 64 * loaded.info.sm_count as usize => {
+                return &loaded.vector_column;
+            }
             Some(Skinny::Vector) => return &loaded.vector,
             Some(Skinny::FewRows) => return &loaded.few_rows,
             Some(Skinny::FewRowsTall) => return &loaded.few_rows_tall,
@@ -1181,10 +1191,14 @@ mod tests {
             c: (),
             ldc: 0,
         });
-        let gemm_entries: Vec<&str> =
-            (GEMM_KERNELS.iter().chain([&vector::SPEC, &few_rows::SPEC, &few_rows::TALL_SPEC]))
-                .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
-                .collect();
+        let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([
+            &vector::SPEC,
+            &vector::COLUMN_SPEC,
+            &few_rows::SPEC,
+            &few_rows::TALL_SPEC,
+        ]))
+        .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
+        .collect();
         let mut checked = 0;
         for (major, minor) in [(8, 0), (9, 0)] {
             let images = images_for(major, minor).unwrap();

@@ -5,18 +5,25 @@
 //! reads, which is what bounds a matrix-vector product (each element of the matrix is used
 //! once).
 //!
-//! A block is 32 x 32 threads and owns 32 outputs:
-//! - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
-//!   elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
-//! - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
-//!   rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row).
+//! Two geometries, each a block of 32 x 32 threads:
+//! - [`SPEC`], 32 outputs a block:
+//!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
+//!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
+//!   - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
+//!     rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row);
+//! - [`COLUMN_SPEC`], for a column of too few rows to fill the GPU 32 a block: 8 rows a block,
+//!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`. Four
+//!   times the blocks, each with a quarter of the work a row; the host gives it columns of
+//!   fewer rows than 64 per SM, since a tall column with a short `k` runs faster on fewer,
+//!   larger blocks.
 //!
 //! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
-//! sum. The 32 partial sums of an output are then added pairwise through shared memory. Both
-//! shorten the chains of additions an output's rounding errors accumulate along (a chain's
-//! error grows with its length), and both are fixed orders, so the result does not vary from
-//! run to run. `C` is not read when `beta == 0`.
+//! sum. The partial sums of an output are then added pairwise: through shared memory, or for
+//! `COLUMN_SPEC` in registers across each warp (butterfly shuffles) and then the row's 4 warp
+//! sums. Both shorten the chains of additions an output's rounding errors accumulate along (a
+//! chain's error grows with its length), and both are fixed orders, so the result does not vary
+//! from run to run. `C` is not read when `beta == 0`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
 
@@ -41,24 +48,44 @@ pub const SPEC: KernelSpec = KernelSpec {
     shapes: Shapes::Vector,
 };
 
+/// Rows per block of [`COLUMN_SPEC`].
+const COLUMN_ROWS: u32 = 8;
+
+/// Launch configuration of [`sgemm_vector_column`](self): 8 rows of a column (`n == 1` only)
+/// a block.
+pub const COLUMN_SPEC: KernelSpec = KernelSpec {
+    name: "vector_column",
+    entry: "sgemm_vector_column",
+    summary: "a column (n = 1) of few rows, 128 threads per row",
+    tile: (COLUMN_ROWS, 1),
+    ..SPEC
+};
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{LANES, SPEC};
-    const _: () = assert!(LANES.is_power_of_two(), "the pairwise sum halves the partials to one");
+    use super::{COLUMN_ROWS, LANES, SPEC};
+    use crate::infra::ptx::shfl_bfly_f32;
+    /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
+    const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
+    const WARPS_PER_ROW: u32 = ROW_THREADS / LANES;
+    const _: () = assert!(
+        LANES == 32 && WARPS_PER_ROW.is_power_of_two(),
+        "the pairwise sums halve the partials to one"
+    );
     use crate::infra::device::*;
 
     /// Loads ahead of the FMAs: the loads of a group are independent, so they are in flight
     /// together.
     const AHEAD: u32 = 16;
 
-    /// `x(p) y(p)` summed over `p = first, first + 32, ... < k`, where `x(p)` and `y(p)` give
+    /// `x(p) y(p)` summed over `p = first, first + STRIDE, ... < k`, where `x(p)` and `y(p)` give
     /// the addresses of the factors: one FMA per product, each group of `AHEAD` products summed
     /// on its own (from its first product, rounded) before it is added to the total.
     ///
     /// # Safety
     /// Every address `x(p)`, `y(p)` for `p < k` is readable.
     #[inline(always)]
-    unsafe fn strided_dot(
+    unsafe fn strided_dot<const STRIDE: u32>(
         first: u32,
         k: u32,
         x: impl Fn(u32) -> *const f32,
@@ -67,27 +94,28 @@ mod device_code {
         let mut sum = 0.0f32;
         let mut p = first;
         unsafe {
-            while p + (AHEAD - 1) * LANES < k {
-                let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * LANES));
-                let ys: [f32; AHEAD as usize] = core::array::from_fn(|i| *y(p + i as u32 * LANES));
+            while p + (AHEAD - 1) * STRIDE < k {
+                let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * STRIDE));
+                let ys: [f32; AHEAD as usize] = core::array::from_fn(|i| *y(p + i as u32 * STRIDE));
                 let mut group = xs[0] * ys[0];
                 for i in 1..AHEAD as usize {
                     group = fma(xs[i], ys[i], group);
                 }
                 sum += group;
-                p += AHEAD * LANES;
+                p += AHEAD * STRIDE;
             }
             while p < k {
                 sum = fma(*x(p), *y(p), sum);
-                p += LANES;
+                p += STRIDE;
             }
         }
         sum
     }
 
-    /// `LANES` values summed pairwise: neighbours first, then neighbouring pairs, and so on.
+    /// `N` values (a power of two) summed pairwise: neighbours first, then neighbouring pairs,
+    /// and so on.
     #[inline(always)]
-    fn pairwise_sum(mut xs: [f32; LANES as usize]) -> f32 {
+    fn pairwise_sum<const N: usize>(mut xs: [f32; N]) -> f32 {
         let mut len = xs.len();
         while len > 1 {
             len /= 2;
@@ -110,29 +138,69 @@ mod device_code {
             if n == 1 {
                 let row = block_y() * LANES + ty;
                 let sum = if row < m {
-                    strided_dot(tx, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
+                    strided_dot::<LANES>(tx, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
                 } else {
                     0.0
                 };
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
                 if tx == 0 && row < m {
-                    let total = pairwise_sum(core::array::from_fn(|lane| *partials.add(at(ty, lane as u32))));
+                    let total = pairwise_sum::<{ LANES as usize }>(core::array::from_fn(|lane| {
+                        *partials.add(at(ty, lane as u32))
+                    }));
                     update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
                 }
             } else {
                 let col = block_x() * LANES + tx;
                 let sum = if col < n {
-                    strided_dot(ty, k, |p| a.add(p as usize), |p| b.add(offset(p, col, ldb)))
+                    strided_dot::<LANES>(ty, k, |p| a.add(p as usize), |p| b.add(offset(p, col, ldb)))
                 } else {
                     0.0
                 };
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
                 if ty == 0 && col < n {
-                    let total = pairwise_sum(core::array::from_fn(|warp| *partials.add(at(warp as u32, tx))));
+                    let total = pairwise_sum::<{ LANES as usize }>(core::array::from_fn(|warp| {
+                        *partials.add(at(warp as u32, tx))
+                    }));
                     update_c(c.add(col as usize), alpha, total, beta);
                 }
+            }
+        }
+    }
+
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1`, launched
+    /// with [`COLUMN_SPEC`](super::COLUMN_SPEC).
+    unsafe fn column(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let warp_sums = dynamic_shared_f32();
+        // Thread q of row r: warp ty = 4 r + q / 32 of the block, lane q % 32.
+        let (r, q) = (ty / WARPS_PER_ROW, ty % WARPS_PER_ROW * LANES + tx);
+        let row = block_y() * COLUMN_ROWS + r;
+        // SAFETY: every read is guarded to A's m x k and B's k x 1; the shared array holds a
+        // sum per warp, written by its lane 0 and read after the barrier; every lane of a warp
+        // runs the shuffles (a warp's threads share their row).
+        unsafe {
+            let mut sum = if row < m {
+                strided_dot::<ROW_THREADS>(q, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
+            } else {
+                0.0
+            };
+            // The warp's 32 partials summed pairwise in registers: lane 0 ends with
+            // ((x0 + x1) + (x2 + x3)) + ...
+            for mask in [1, 2, 4, 8, 16] {
+                sum += shfl_bfly_f32(sum, mask);
+            }
+            if tx == 0 {
+                *warp_sums.add(ty as usize) = sum;
+            }
+            sync_threads();
+            if q == 0 && row < m {
+                let first = (r * WARPS_PER_ROW) as usize;
+                let total = pairwise_sum::<{ WARPS_PER_ROW as usize }>(core::array::from_fn(|w| {
+                    *warp_sums.add(first + w)
+                }));
+                update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
             }
         }
     }
@@ -140,5 +208,10 @@ mod device_code {
     gemm_entry! { production:
         /// Matrix-vector products: [`vector`]'s entry point.
         sgemm_vector => vector
+    }
+
+    gemm_entry! { production:
+        /// A column of few rows: [`column`]'s entry point.
+        sgemm_vector_column => column
     }
 }
