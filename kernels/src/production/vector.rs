@@ -58,6 +58,8 @@ pub const COLUMN_SPEC: KernelSpec = KernelSpec {
     entry: "sgemm_vector_column",
     summary: "a column (n = 1) of few rows, 128 threads per row",
     tile: (COLUMN_ROWS, 1),
+    // A sum per warp.
+    smem_bytes: LANES * 4,
     ..SPEC
 };
 
