@@ -429,9 +429,10 @@ impl Gpu {
         }
         let loaded = &self.loaded;
         match skinny_kernel(batch, m, n, k) {
-            // A column of fewer rows than 64 per SM (fewer than two blocks per SM at 32 rows a
-            // block) on 8 rows a block.
-            Some(Skinny::Vector) if n == 1 && m < 64 * loaded.info.sm_count as usize => {
+            // A column too short for two of `vector`'s blocks per SM, on 8 rows a block.
+            Some(Skinny::Vector)
+                if n == 1 && m < 2 * loaded.vector.spec.tile.0 as usize * loaded.info.sm_count as usize =>
+            {
                 return &loaded.vector_column;
             }
             Some(Skinny::Vector) => return &loaded.vector,

@@ -679,20 +679,23 @@ macro_rules! asm_with_accumulators {
 }
 
 /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32` on the accumulators `$d` (`$dir`:
-/// `inout` or `out`) and the descriptors `$a`, `$b`, with scale-d `$scale_d` (`"1"`:
-/// `D = A B + D`, `"0"`: `D = A B`) and both operands unnegated.
+/// `inout` or `out`), `A` as the operand text `$a` (a descriptor `{a}`, or four registers
+/// `{{{a0}, {a1}, {a2}, {a3}}}`) bound by `$a_operands`, and the descriptor `$b`, with scale-d
+/// `$scale_d` (`"1"`: `D = A B + D`, `"0"`: `D = A B`) and both operands unnegated.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! mma_async {
-    ($dir:ident $d:ident, $scale_d:literal, $a:ident, $b:ident) => {
+    ($dir:ident $d:ident, $scale_d:literal, $a:literal, $b:ident; $($a_operands:tt)*) => {
         asm_with_accumulators!($dir $d,
             concat!(
                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{",
                 accumulators!(),
-                "}}, {a}, {b}, ",
+                "}}, ",
+                $a,
+                ", {b}, ",
                 $scale_d,
                 ", 1, 1;"
             );
-            a = in(reg64) $a.0,
+            $($a_operands)*
             b = in(reg64) $b.0,
             options(nostack),
         )
@@ -720,7 +723,7 @@ macro_rules! mma_async {
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe { mma_async!(inout d, "1", a, b) }
+    unsafe { mma_async!(inout d, "1", "{a}", b; a = in(reg64) a.0,) }
 }
 
 /// [`wgmma_m64n128k8_tf32`] with `D = A B`: the accumulators' old values are not read, so the
@@ -731,27 +734,18 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: Ma
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32_into(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe { mma_async!(out d, "0", a, b) }
+    unsafe { mma_async!(out d, "0", "{a}", b; a = in(reg64) a.0,) }
 }
 
 /// [`mma_async!`] with `A` from registers: `$a` is this thread's fragment, four TF32 values.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! mma_async_registers {
     ($dir:ident $d:ident, $scale_d:literal, $a:ident, $b:ident) => {
-        asm_with_accumulators!($dir $d,
-            concat!(
-                "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{",
-                accumulators!(),
-                "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, ",
-                $scale_d,
-                ", 1, 1;"
-            );
+        mma_async!($dir $d, $scale_d, "{{{a0}, {a1}, {a2}, {a3}}}", $b;
             a0 = in(reg32) $a[0],
             a1 = in(reg32) $a[1],
             a2 = in(reg32) $a[2],
             a3 = in(reg32) $a[3],
-            b = in(reg64) $b.0,
-            options(nostack),
         )
     };
 }

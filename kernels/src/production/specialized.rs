@@ -100,7 +100,7 @@ mod device_code {
     use crate::production::warpgroup::device_code::{
         K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile,
     };
-    use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE, round_tf32};
+    use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE};
     use crate::production::window::WindowCheck;
 
     /// Registers per thread of the producers after they give the rest to the consumers, and of
@@ -263,6 +263,7 @@ mod device_code {
                 let at = a_at.offset_bytes(raw_stage(t) + h as u32 * 8 * A_LD * 4);
                 unsafe { [ld_shared_v4_f32(at), ld_shared_v4_f32(at.offset_bytes(16))] }
             });
+            // Plain loops: an iterator chain over `x` put the fragment in local memory.
             for row in &x {
                 for v in row {
                     for &v in &v.0 {
@@ -275,9 +276,9 @@ mod device_code {
             let fragment = #[inline(always)]
             |q: usize| -> ([f32; 4], [f32; 4]) {
                 let (v, e) = (q / 2, 2 * (q % 2));
-                let f = [x[0][v].0[e], x[1][v].0[e], x[0][v].0[e + 1], x[1][v].0[e + 1]];
-                let hi = f.map(round_tf32);
-                (hi, core::array::from_fn(|i| round_tf32(f[i] - hi[i])))
+                let (hi, lo) =
+                    split4(F32x4([x[0][v].0[e], x[1][v].0[e], x[0][v].0[e + 1], x[1][v].0[e + 1]]));
+                (hi.0, lo.0)
             };
             let steps = [fragment(0), fragment(1), fragment(2), fragment(3)];
             // Starts step q's three products (pieces 2 q and 2 q + 1 along K, K_STRIDE apart).

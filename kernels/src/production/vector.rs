@@ -12,10 +12,9 @@
 //!   - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
 //!     rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row);
 //! - [`COLUMN_SPEC`], for a column of too few rows to fill the GPU 32 a block: 8 rows a block,
-//!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`. Four
-//!   times the blocks, each with a quarter of the work a row; the host gives it columns of
-//!   fewer rows than 64 per SM, since a tall column with a short `k` runs faster on fewer,
-//!   larger blocks.
+//!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`: four
+//!   times the blocks, each with a quarter of the work a row. The host gives it only columns
+//!   too short for two of `SPEC`'s blocks per SM (`Gpu::chosen_for`).
 //!
 //! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
