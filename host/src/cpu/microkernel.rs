@@ -34,10 +34,15 @@
 //! (each after one of ours), `16 x 16` and `4 x 64`, 16 accumulators too, were level with `8 x 32`
 //! at 512 and 1024 and 0.2-1.4% behind it at 2047-4097; `10 x 32`, `6 x 32`, `6 x 64` and `8 x 48`
 //! were 1.5-4% behind at 512 and 1024; an earlier `24 x 16` (one vector of `B`, 24 broadcasts a
-//! step) 8-10% behind `12 x 32`. The `kc` loop is not unrolled: unrolled by 4 it measured within
-//! noise of the plain loop (0.996-1.014, with `12 x 32`). AVX2 has 16 registers of 8 lanes: the
-//! seed's `6 x 16` keeps 12 accumulators, 2 of `B` and a broadcast (15). The portable kernel is
-//! `4 x 8` in two 4-lane halves, which fits the 16 SSE registers of the x86-64 baseline.
+//! step) 8-10% behind `12 x 32`. AVX2 has 16 registers of 8 lanes: the seed's `6 x 16` keeps 12
+//! accumulators, 2 of `B` and a broadcast (15). The portable kernel is `4 x 8` in two 4-lane
+//! halves, which fits the 16 SSE registers of the x86-64 baseline.
+//!
+//! The `kc` loop runs in stretches between two prefetches of `warm` (the whole loop when there are
+//! none), so a step checks nothing. The AVX2 kernel's stretches are unrolled by 4: its step is 12
+//! FMAs of 8 lanes, so the loop's count, compare and branch are a larger share of the instructions
+//! than in the AVX-512 step of 16 FMAs of 16 lanes, where unrolling measured within noise. Unrolled
+//! by 8, the compiler interleaves the loads of several steps and spills accumulators.
 //!
 //! Edges need no code of their own: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
@@ -128,12 +133,19 @@ impl Microkernel {
 }
 
 /// The register-tile outer product, generic over the instruction set: `MR` rows by `NV` vectors,
-/// from a packed `B` panel of `B_ROW` values a row (`NV * S::LANES`, or more for a narrow tile).
+/// from a packed `B` panel of `B_ROW` values a row (`NV * S::LANES`, or more for a narrow tile),
+/// its `kc` loop unrolled `UNROLL` times (`UNROLL >= 1`).
 ///
 /// # Safety
 /// As [`MicrokernelFn`], with `MR` rows, `NR = B_ROW` and a tile `NV * S::LANES` wide.
 #[inline(always)]
-unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize, const B_ROW: usize>(
+unsafe fn outer_product<
+    S: Simd,
+    const MR: usize,
+    const NV: usize,
+    const B_ROW: usize,
+    const UNROLL: usize,
+>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -147,7 +159,7 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize, const B_ROW: 
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
         // One prefetch every `kc / warm.len()` steps (at most one a step): the lines arrive while
-        // the FMAs run.
+        // the FMAs run. Between two of them the steps run uninterrupted, `UNROLL` at a time.
         let every = (kc / warm.len().max(1)).max(1);
         let (mut warm, mut next_warm) = (warm.iter(), 0);
         // The tile of C is touched once, at the end: its lines are asked for between the two
@@ -161,25 +173,56 @@ unsafe fn outer_product<S: Simd, const MR: usize, const NV: usize, const B_ROW: 
                     prefetch(row.wrapping_add(nr - 1));
                 }
             }
-            for p in steps {
+            let mut p = steps.start;
+            while p < steps.end {
                 if p == next_warm {
-                    if let Some(&line) = warm.next() {
-                        prefetch(line);
+                    match warm.next() {
+                        Some(&line) => {
+                            prefetch(line);
+                            next_warm += every;
+                        }
+                        None => next_warm = kc,
                     }
-                    next_warm += every;
                 }
-                let b_row = b.add(p * B_ROW);
-                // The row of `B` wanted `B_LEAD` steps on, one prefetch per cache line it
-                // reads: past the panel's end these are the next panel's first rows.
-                for line in (0..nr).step_by(LINE_FLOATS) {
-                    prefetch(b_row.wrapping_add(B_LEAD * B_ROW + line));
+                let end = steps.end.min(next_warm);
+                let groups = (end - p) / UNROLL;
+                for g in 0..groups {
+                    for u in 0..UNROLL {
+                        step::<S, MR, NV, B_ROW>(&mut acc, a, b, p + g * UNROLL + u);
+                    }
                 }
-                let a_col = a.add(p * MR);
-                let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
-                rank_one_update::<S, MR, NV>(&mut acc, &bv, |r| *a_col.add(r));
+                for q in p + groups * UNROLL..end {
+                    step::<S, MR, NV, B_ROW>(&mut acc, a, b, q);
+                }
+                p = end;
             }
         }
         update_c::<S, MR, NV, false>(&acc, alpha, beta, c, ldc, [S::first(S::LANES); NV]);
+    }
+}
+
+/// Step `p` of [`outer_product`]: the rank-1 update by column `p` of the packed `A` panel and
+/// row `p` of the packed `B` panel, after a prefetch of the row [`B_LEAD`] steps on.
+///
+/// # Safety
+/// As [`outer_product`], with `p < kc`.
+#[inline(always)]
+unsafe fn step<S: Simd, const MR: usize, const NV: usize, const B_ROW: usize>(
+    acc: &mut [[S::V; NV]; MR],
+    a: *const f32,
+    b: *const f32,
+    p: usize,
+) {
+    unsafe {
+        let b_row = b.add(p * B_ROW);
+        // The row of `B` wanted `B_LEAD` steps on, one prefetch per cache line it reads: past
+        // the panel's end these are the next panel's first rows.
+        for line in (0..NV * S::LANES).step_by(LINE_FLOATS) {
+            prefetch(b_row.wrapping_add(B_LEAD * B_ROW + line));
+        }
+        let a_col = a.add(p * MR);
+        let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
+        rank_one_update::<S, MR, NV>(acc, &bv, |r| *a_col.add(r));
     }
 }
 
@@ -237,10 +280,10 @@ pub(super) unsafe fn update_c<S: Simd, const MR: usize, const NV: usize, const E
 }
 
 /// Defines `$name`, a [`MicrokernelFn`]: [`outer_product`] for `$simd` at `$mr` rows by `$nv`
-/// vectors of `B` panels `$nr` wide, compiled under `$attr` (the instruction set's
-/// `target_feature`, which the inlined body inherits).
+/// vectors of `B` panels `$nr` wide, its `kc` loop unrolled `$u` times, compiled under `$attr`
+/// (the instruction set's `target_feature`, which the inlined body inherits).
 macro_rules! entry {
-    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal of $nr:literal) => {
+    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal of $nr:literal, unrolled $u:literal) => {
         $(#[$attr])*
         unsafe fn $name(
             kc: usize,
@@ -252,16 +295,16 @@ macro_rules! entry {
             ldc: usize,
             warm: &[*const f32],
         ) {
-            unsafe { outer_product::<$simd, $mr, $nv, $nr>(kc, a, b, alpha, beta, c, ldc, warm) }
+            unsafe { outer_product::<$simd, $mr, $nv, $nr, $u>(kc, a, b, alpha, beta, c, ldc, warm) }
         }
     };
 }
 
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2 of 32);
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x16: Avx512, 8 x 1 of 32);
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2 of 16);
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x8: Avx2, 6 x 1 of 16);
-entry!(portable_4x8: Portable, 4 x 1 of 8);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2 of 32, unrolled 1);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x16: Avx512, 8 x 1 of 32, unrolled 1);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2 of 16, unrolled 4);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x8: Avx2, 6 x 1 of 16, unrolled 4);
+entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
 
 /// AVX-512F, `8 x 32`. `kc = 1024` ([`packed`](super::packed) says why; with `8 x 32`, 512 measured
 /// 0.97-0.98 of it at n = 1024 on one thread).
