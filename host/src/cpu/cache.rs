@@ -12,11 +12,15 @@
 //! - **B in L3.** Otherwise the microkernel's own blocking ([`Microkernel::kc`],
 //!   [`Microkernel::nc`]: `1024 x 2048`, tuned on Zen 4): a block too large for L2, streamed
 //!   from L3, with fewer passes over `C` and fewer repacks of `A`. A core that issues one
-//!   512-bit FMA a cycle (Zen 4) needs half the bandwidth, which its L3 delivers.
+//!   512-bit FMA a cycle (Zen 4) needs half the bandwidth, which its L3 delivers. The block is
+//!   narrowed to half the L3 when that is smaller (an 8 MB L3 of a Zen 1 core complex holds a
+//!   `1024 x 1024` block, not `1024 x 2048`: the whole L3), so that the block read again for every
+//!   panel of `A` stays in the L3 beside the rest of the working set; the team's threads share one
+//!   block, and each L3 they run on keeps its copy of it.
 //!
-//! The L2 size comes from Linux's `/sys/devices/system/cpu/cpu0/cache`, else from `cpuid`
-//! (leaf 4 on Intel, 0x8000001D on AMD); unknown, the second rule applies. Measurements:
-//! `docs/performance-notes.md`.
+//! The cache sizes come from Linux's `/sys/devices/system/cpu/cpu0/cache`, else from `cpuid`
+//! (leaf 4 on Intel, 0x8000001D on AMD); an unknown L2 takes the second rule, an unknown L3 leaves
+//! the block as wide as the microkernel's. Measurements: `docs/performance-notes.md`.
 
 use std::sync::OnceLock;
 
@@ -29,7 +33,7 @@ const L2_MIN_NC: usize = 1024;
 
 /// `(kc, nc)`: the depth and the target width of a packed block of `B` for `uk` on this CPU.
 pub(crate) fn block_shape(uk: &Microkernel) -> (usize, usize) {
-    block_shape_for(uk, l2_bytes())
+    block_shape_for(uk, l2_bytes(), l3_bytes())
 }
 
 /// The values of `B` a core with `l2` bytes of L2 keeps there beside `A` and `C`: half of it.
@@ -37,27 +41,38 @@ pub(crate) fn b_share(l2: usize) -> usize {
     l2 / 2 / size_of::<f32>()
 }
 
-/// [`block_shape`] for a core with `l2` bytes of L2 (`None`: unknown).
-fn block_shape_for(uk: &Microkernel, l2: Option<usize>) -> (usize, usize) {
-    let floats = l2.map_or(0, b_share);
-    let nc = floats / L2_KC / uk.nr * uk.nr;
-    if nc >= L2_MIN_NC { (L2_KC, nc) } else { (uk.kc, uk.nc) }
+/// [`block_shape`] for a core with `l2` bytes of L2 and `l3` bytes of L3 (`None`: unknown).
+fn block_shape_for(uk: &Microkernel, l2: Option<usize>, l3: Option<usize>) -> (usize, usize) {
+    let nc = l2.map_or(0, b_share) / L2_KC / uk.nr * uk.nr;
+    if nc >= L2_MIN_NC {
+        return (L2_KC, nc);
+    }
+    // Half the L3, in whole panels of B (at least one).
+    let l3_nc = l3.map_or(usize::MAX, |l3| (l3 / 2 / size_of::<f32>() / uk.kc / uk.nr).max(1) * uk.nr);
+    (uk.kc, uk.nc.min(l3_nc))
 }
 
 /// The L2 cache of one core, in bytes, if the CPU says.
 pub(crate) fn l2_bytes() -> Option<usize> {
     static L2: OnceLock<Option<usize>> = OnceLock::new();
-    *L2.get_or_init(|| from_sysfs().or_else(from_cpuid))
+    *L2.get_or_init(|| from_sysfs(2).or_else(|| from_cpuid(2)))
 }
 
-/// Linux's description of cpu0's caches: the level-2 data or unified cache's size.
-fn from_sysfs() -> Option<usize> {
+/// The L3 cache that cpu0 shares with its neighbours (one instance), in bytes, if the CPU says.
+fn l3_bytes() -> Option<usize> {
+    static L3: OnceLock<Option<usize>> = OnceLock::new();
+    *L3.get_or_init(|| from_sysfs(3).or_else(|| from_cpuid(3)))
+}
+
+/// Linux's description of cpu0's caches: the size of the data or unified cache of `level`.
+fn from_sysfs(level: u32) -> Option<usize> {
     let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok();
+    let level_name = level.to_string();
     for entry in std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?.flatten() {
         let dir = entry.path();
         let level = read(dir.join("level"));
         let kind = read(dir.join("type"));
-        if level.as_deref().map(str::trim) == Some("2")
+        if level.as_deref().map(str::trim) == Some(level_name.as_str())
             && kind.as_deref().map(str::trim) != Some("Instruction")
         {
             return parse_size(read(dir.join("size"))?.trim());
@@ -81,12 +96,13 @@ fn parse_size(text: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_mul(scale)
 }
 
-/// The L2 size from `cpuid`'s deterministic cache parameters: leaf 4 (Intel) or 0x8000001D
-/// (AMD), which describe each cache as ways x partitions x line size x sets.
+/// The size of the data or unified cache of `level` from `cpuid`'s deterministic cache
+/// parameters: leaf 4 (Intel) or 0x8000001D (AMD), which describe each cache as ways x
+/// partitions x line size x sets.
 #[cfg(target_arch = "x86_64")]
 // `cpuid` became a safe intrinsic after this crate's minimum Rust version.
 #[allow(unused_unsafe)]
-fn from_cpuid() -> Option<usize> {
+fn from_cpuid(level: u32) -> Option<usize> {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
     // SAFETY: cpuid exists on every x86-64 CPU; leaves are asked for only below the maximum.
     let max_basic = unsafe { __cpuid(0) }.eax;
@@ -99,11 +115,11 @@ fn from_cpuid() -> Option<usize> {
         for sub in 0..16 {
             // SAFETY: as above.
             let r = unsafe { __cpuid_count(leaf, sub) };
-            let (kind, level) = (r.eax & 0x1f, (r.eax >> 5) & 0x7);
+            let (kind, this_level) = (r.eax & 0x1f, (r.eax >> 5) & 0x7);
             if kind == 0 {
                 break;
             }
-            if level == 2 && kind != 2 {
+            if this_level == level && kind != 2 {
                 let ways = (r.ebx >> 22) as usize + 1;
                 let partitions = ((r.ebx >> 12) & 0x3ff) as usize + 1;
                 let line = (r.ebx & 0xfff) as usize + 1;
@@ -116,7 +132,7 @@ fn from_cpuid() -> Option<usize> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn from_cpuid() -> Option<usize> {
+fn from_cpuid(_level: u32) -> Option<usize> {
     None
 }
 
@@ -135,21 +151,43 @@ mod tests {
 
     #[test]
     fn a_large_l2_keeps_b_in_it_and_a_small_one_keeps_the_kernels_blocking() {
-        assert_eq!(block_shape_for(&PORTABLE, Some(2 << 20)), (256, 1024));
-        assert_eq!(block_shape_for(&PORTABLE, Some(4 << 20)), (256, 2048));
+        assert_eq!(block_shape_for(&PORTABLE, Some(2 << 20), None), (256, 1024));
+        assert_eq!(block_shape_for(&PORTABLE, Some(4 << 20), Some(32 << 20)), (256, 2048));
         for small in [None, Some(1 << 20), Some(1280 << 10)] {
-            assert_eq!(block_shape_for(&PORTABLE, small), (PORTABLE.kc, PORTABLE.nc));
+            assert_eq!(block_shape_for(&PORTABLE, small, None), (PORTABLE.kc, PORTABLE.nc));
+            assert_eq!(block_shape_for(&PORTABLE, small, Some(32 << 20)), (PORTABLE.kc, PORTABLE.nc));
         }
     }
 
     #[test]
-    fn what_this_cpu_reports_is_a_plausible_l2() {
+    fn a_small_l3_narrows_the_block_of_b_to_half_of_it() {
+        // kc = 256 for the portable kernel: half of 8 MB holds 4096 columns, of 1 MB 512.
+        let (kc, nc) = (PORTABLE.kc, PORTABLE.nc);
+        assert_eq!(block_shape_for(&PORTABLE, Some(512 << 10), Some(8 << 20)), (kc, nc.min(4096)));
+        assert_eq!(block_shape_for(&PORTABLE, Some(512 << 10), Some(1 << 20)), (kc, 512));
+        // Never narrower than one panel.
+        assert_eq!(block_shape_for(&PORTABLE, None, Some(1 << 10)), (kc, PORTABLE.nr));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn an_avx2_core_complex_of_8_mb_gets_a_block_of_half_of_it() {
+        use crate::cpu::microkernel::AVX2;
+        // Zen 1: 512 KB of L2 per core, 8 MB of L3 per core complex.
+        assert_eq!(block_shape_for(&AVX2, Some(512 << 10), Some(8 << 20)), (1024, 1024));
+        assert_eq!(block_shape_for(&AVX2, Some(512 << 10), Some(16 << 20)), (1024, 2048));
+    }
+
+    #[test]
+    fn what_this_cpu_reports_is_a_plausible_cache() {
         // A hypervisor may hide the caches from both sources; what is reported must be sane.
-        match (from_sysfs(), from_cpuid()) {
-            (None, None) => eprintln!("this CPU reports no L2 size: the L3 blocking applies"),
-            (sysfs, cpuid) => {
-                for bytes in [sysfs, cpuid].into_iter().flatten() {
-                    assert!((128 << 10..=64 << 20).contains(&bytes), "L2 of {bytes} bytes");
+        for (level, sizes) in [(2, 128 << 10..=64 << 20), (3, 1 << 20..=2 << 30)] {
+            match (from_sysfs(level), from_cpuid(level)) {
+                (None, None) => eprintln!("this CPU reports no L{level} size"),
+                (sysfs, cpuid) => {
+                    for bytes in [sysfs, cpuid].into_iter().flatten() {
+                        assert!(sizes.contains(&bytes), "L{level} of {bytes} bytes");
+                    }
                 }
             }
         }
