@@ -95,8 +95,10 @@ fn packed_kernels_give_the_same_bits_on_any_thread_count() {
     // Each tile of C is computed by one task in the same order whatever the thread count, so
     // the results must be identical, not merely close; this also runs the row-block split with
     // more threads than this machine has cores. The second product has few panels of rows,
-    // so its threads share strips of the columns instead.
-    for product in [Product::new(1000, 257, 700), Product::new(20, 1500, 300)] {
+    // so its threads share strips of the columns instead. The first and third are narrower than
+    // a block of B, so their threads pack blocks of several sums each (the third's last block
+    // is shallower), where one thread packs one sum per block.
+    for product in [Product::new(1000, 257, 700), Product::new(20, 1500, 300), Product::new(100, 64, 1500)] {
         for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
             let one = product.run(kernel.name, 1, 0.5, 2.0);
             for threads in [2, 3, 8] {

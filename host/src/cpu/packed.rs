@@ -4,14 +4,15 @@
 //! memory hierarchy (BLIS's five, with its `ic` and `ir` loops in one, below):
 //!
 //! ```text
-//! for jc in 0..n step nc            B block of kc x nc (about 2048 columns: L3)
-//!   for pc in 0..k step kc          kc up to 1024, equal blocks
+//! for jc in 0..n step nc            B block of depth x nc ([`cache`](super::cache) sizes it)
+//!   for pc in 0..k step depth       depth = kc, or a few kc when C is narrower than nc
 //!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
 //!     for ir in 0..m step MR        in parallel: each task owns MR rows of C
-//!       pack A[ir.., pc..] into one MR x kc panel     (reused from L1/L2 ...
-//!       for jr in panels of B                           ... while the panels of B stream past)
-//!         microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
-//!                      (the last 2 tiles also prefetch the source of A[ir+MR.., pc..])
+//!       pack A[ir.., pc..] into one MR x depth panel  (reused from L1/L2 ...
+//!       for sum in pc.. step kc     one sum of kc steps per tile of C
+//!         for jr in panels of B                         ... while the panels of B stream past)
+//!           microkernel: C[ir.., jr..] = alpha * A_panel B_panel + beta' * C
+//!                        (the last 2 tiles also prefetch the source of A[ir+MR.., pc..])
 //! ```
 //!
 //! The inner loops run A-panel-outer: an `8 x kc` panel of A (16 KB at `kc = 512`) is read once per
@@ -100,18 +101,20 @@ pub fn gemm(
     c: &mut MatMut,
 ) -> Result<()> {
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
-    let (kc, nc) = super::cache::block_shape(uk);
-    let nc = balanced_nc(c.cols, nc, uk.nr);
+    let (kc, nc_target) = super::cache::block_shape(uk);
+    let nc = balanced_nc(c.cols, nc_target, uk.nr);
     let kc = balanced_kc(a.cols, kc);
+    let depth = kc * sums_per_block(threads, nc_target, nc);
     // Each thread packs one run of consecutive panels of every B block.
     let group = (nc / uk.nr).div_ceil(threads);
     let a_panels = c.rows.div_ceil(uk.mr);
-    let run_len = group * pack::b_panel_stride(kc, uk.nr);
+    let run_len = group * pack::b_panel_stride(depth, uk.nr);
     with_scratch(&PACK_B, threads * run_len, |b_packed| {
         let team = Team {
             uk,
             nc,
             kc,
+            depth,
             group,
             alpha,
             beta,
@@ -150,7 +153,11 @@ pub fn gemm(
 struct Team<'a> {
     uk: &'a Microkernel,
     nc: usize,
+    /// The depth of one microkernel call: of the sums each tile of C receives.
     kc: usize,
+    /// The depth of a block of B: a whole number of `kc`, more than one where `C` is narrower
+    /// than the width a block could have ([`sums_per_block`]).
+    depth: usize,
     /// Panels of B in one thread's run.
     group: usize,
     alpha: f32,
@@ -179,8 +186,8 @@ impl Team<'_> {
     fn work(&self, t: usize) {
         let k = self.a.cols;
         for jc in (0..self.n).step_by(self.nc) {
-            for pc in (0..k).step_by(self.kc) {
-                let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.kc) };
+            for pc in (0..k).step_by(self.depth) {
+                let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.depth) };
                 self.pack_b(t, &block);
                 // The last thread to arrive deals the panels of A of this block out.
                 self.barrier.wait(|| self.tasks.deal(self.a_panels));
@@ -197,11 +204,11 @@ impl Team<'_> {
     fn work_on_strips(&self, t: usize, strip: usize) {
         let (uk, k, n) = (self.uk, self.a.cols, self.n);
         let mut b_strip = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
-        with_scratch(&PACK_A, self.a_panels * uk.mr * self.kc, |a_packed| {
+        with_scratch(&PACK_A, self.a_panels * uk.mr * self.depth, |a_packed| {
             while let Some(s) = self.tasks.next(t) {
                 let cols = s * strip * uk.nr..n.min((s + 1) * strip * uk.nr);
-                for pc in (0..k).step_by(self.kc) {
-                    let depth = pc..k.min(pc + self.kc);
+                for pc in (0..k).step_by(self.depth) {
+                    let depth = pc..k.min(pc + self.depth);
                     let len = cols.len().div_ceil(uk.nr) * pack::b_panel_stride(depth.len(), uk.nr);
                     (uk.pack_b)(self.b, depth.clone(), cols.clone(), 0, &mut b_strip[..len]);
                     let b_panels: Vec<&[f32]> = pack::b_panels(&b_strip[..len], depth.len(), uk.nr).collect();
@@ -221,8 +228,9 @@ impl Team<'_> {
     }
 
     /// Packs panel `i` of A at `depth` into `a_panel` and multiplies it by `b_panels` (the
-    /// packed B of C's columns `cols` at that depth): one row of tiles of C, `beta` applied on
-    /// the first depth block only; the microkernels prefetch `warm`.
+    /// packed B of C's columns `cols` at that depth): one row of tiles of C, each tile receiving
+    /// one sum per `kc` of the depth in order, `beta` applied with the product's first; the
+    /// microkernels prefetch `warm`, each sum's row a share.
     ///
     /// # Safety
     /// The calling task owns those tiles of C ([`TilesOfC`]).
@@ -238,12 +246,21 @@ impl Team<'_> {
         let panel_rows = self.panel_rows(i);
         let height = panel_rows.len();
         (self.uk.pack_a)(self.a, panel_rows, depth.clone(), a_panel);
-        let beta = if depth.start == 0 { self.beta } else { 1.0 };
-        let row = RowOfTiles { kc: depth.len(), alpha: self.alpha, beta, a_panel, height };
-        // SAFETY: the panel's rows of C lie inside C, and the caller owns columns `cols` of them.
-        unsafe {
-            let c = self.c.data.add(i * self.uk.mr * self.ldc);
-            row_of_tiles(self.uk, &row, b_panels, cols.clone(), c, self.ldc, warm);
+        // Each sum's row prefetches its share of `warm`, as a block of one sum would.
+        let sums = depth.len().div_ceil(self.kc);
+        let mut warm = warm.chunks(warm.len().div_ceil(sums).max(1));
+        for sum in depth.clone().step_by(self.kc) {
+            let (first, kc) = (sum - depth.start, self.kc.min(depth.end - sum));
+            let beta = if sum == 0 { self.beta } else { 1.0 };
+            let a_panel = &a_panel[first * self.uk.mr..(first + kc) * self.uk.mr];
+            let row = RowOfTiles { kc, first, alpha: self.alpha, beta, a_panel, height };
+            let warm = warm.next().unwrap_or_default();
+            // SAFETY: the panel's rows of C lie inside C, and the caller owns columns `cols` of
+            // them.
+            unsafe {
+                let c = self.c.data.add(i * self.uk.mr * self.ldc);
+                row_of_tiles(self.uk, &row, b_panels, cols.clone(), c, self.ldc, warm);
+            }
         }
     }
 
@@ -450,6 +467,8 @@ const COLD_A_BLOCK: usize = 512 * 1024;
 /// of its `MR` rows are rows of C.
 struct RowOfTiles<'a> {
     kc: usize,
+    /// The first row of each packed panel of `B` that this depth multiplies.
+    first: usize,
     alpha: f32,
     beta: f32,
     a_panel: &'a [f32],
@@ -472,7 +491,7 @@ unsafe fn row_of_tiles(
     ldc: usize,
     warm: &[*const f32],
 ) {
-    let RowOfTiles { kc, alpha, beta, a_panel, height } = *row;
+    let RowOfTiles { kc, first, alpha, beta, a_panel, height } = *row;
     let (mr, nr) = (uk.mr, uk.nr);
     let mut scratch = [0.0f32; MAX_TILE];
     let tiles = b_panels.len();
@@ -482,6 +501,7 @@ unsafe fn row_of_tiles(
     // (from L1, or from L2 where the B panel going through the 32 KB L1 evicted it),
     // writing one row of tiles of C left to right (sequential lines the prefetcher follows).
     for (q, b_panel) in b_panels.iter().enumerate() {
+        let b_panel = &b_panel[first * nr..(first + kc) * nr];
         let col = cols.start + q * nr;
         let width = nr.min(cols.end - col);
         let warm = if q >= warm_from { warm.next().unwrap_or_default() } else { &[] };
@@ -538,6 +558,19 @@ fn balanced_nc(n: usize, nc_target: usize, nr: usize) -> usize {
     n.div_ceil(blocks).next_multiple_of(nr)
 }
 
+/// How many sums of `kc` a block of B holds on `threads` threads: on more than one, as many as
+/// make a block `nc` wide as large as one of the target width `nc_target`, at most
+/// [`MAX_SUMS_PER_BLOCK`]. A product narrower than the target then packs deeper blocks, so its
+/// threads meet at fewer barriers, while each tile of C still receives the same sums, in the
+/// same order, as with one sum per block: the bits do not change. One thread has no barriers to
+/// save, and keeps one sum per block.
+fn sums_per_block(threads: usize, nc_target: usize, nc: usize) -> usize {
+    if threads == 1 { 1 } else { (nc_target / nc).clamp(1, MAX_SUMS_PER_BLOCK) }
+}
+
+/// The deepest block of B, in sums of `kc`: a task packs its panel of A to the whole depth.
+const MAX_SUMS_PER_BLOCK: usize = 4;
+
 /// The depth of the `k` blocks: at most `kc_max`, and equal, so that no block is a sliver.
 fn balanced_kc(k: usize, kc_max: usize) -> usize {
     k.div_ceil(k.div_ceil(kc_max))
@@ -572,6 +605,15 @@ mod tests {
         assert_eq!(worth_waking(16, 256, 256, 256), 4);
         assert_eq!(worth_waking(16, 4096, 4096, 4096), 16);
         assert_eq!(worth_waking(4, 1, 1 << 40, 1 << 40), 4); // saturates instead of overflowing
+    }
+
+    #[test]
+    fn narrow_products_on_several_threads_pack_deeper_blocks() {
+        assert_eq!(sums_per_block(1, 1024, 64), 1);
+        assert_eq!(sums_per_block(2, 1024, 64), MAX_SUMS_PER_BLOCK);
+        assert_eq!(sums_per_block(2, 1024, 512), 2);
+        assert_eq!(sums_per_block(2, 1024, 1024), 1);
+        assert_eq!(sums_per_block(16, 1024, 1536), 1); // a block wider than the target
     }
 
     #[test]
