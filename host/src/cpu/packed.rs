@@ -467,7 +467,7 @@ const COLD_A_BLOCK: usize = 512 * 1024;
 /// of its `MR` rows are rows of C.
 struct RowOfTiles<'a> {
     kc: usize,
-    /// The first row of each packed panel of `B` that this depth multiplies.
+    /// The first row of each packed panel of `B` that this sum multiplies.
     first: usize,
     alpha: f32,
     beta: f32,
