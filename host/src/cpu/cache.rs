@@ -70,9 +70,9 @@ fn from_sysfs(level: u32) -> Option<usize> {
     let level_name = level.to_string();
     for entry in std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?.flatten() {
         let dir = entry.path();
-        let level = read(dir.join("level"));
+        let this_level = read(dir.join("level"));
         let kind = read(dir.join("type"));
-        if level.as_deref().map(str::trim) == Some(level_name.as_str())
+        if this_level.as_deref().map(str::trim) == Some(level_name.as_str())
             && kind.as_deref().map(str::trim) != Some("Instruction")
         {
             return parse_size(read(dir.join("size"))?.trim());

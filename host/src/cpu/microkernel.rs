@@ -173,6 +173,8 @@ unsafe fn outer_product<
                     prefetch(row.wrapping_add(nr - 1));
                 }
             }
+            // A stretch starts at the run's start or where a prefetch is due, and ends where the
+            // next one is due or at the run's end.
             let mut p = steps.start;
             while p < steps.end {
                 if p == next_warm {
@@ -181,6 +183,7 @@ unsafe fn outer_product<
                             prefetch(line);
                             next_warm += every;
                         }
+                        // No lines left: the rest of the loop is one stretch.
                         None => next_warm = kc,
                     }
                 }
