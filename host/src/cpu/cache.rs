@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn what_this_cpu_reports_is_a_plausible_cache() {
         // A hypervisor may hide the caches from both sources; what is reported must be sane.
-        for (level, sizes) in [(2, 128 << 10..=64 << 20), (3, 1 << 20..=2 << 30)] {
+        for (level, sizes) in [(2, 128 << 10..=64 << 20), (3, 128 << 10..=2 << 30)] {
             match (from_sysfs(level), from_cpuid(level)) {
                 (None, None) => eprintln!("this CPU reports no L{level} size"),
                 (sysfs, cpuid) => {
