@@ -36,9 +36,9 @@ pub(crate) fn block_shape(uk: &Microkernel) -> (usize, usize) {
     block_shape_for(uk, l2_bytes(), l3_bytes())
 }
 
-/// The values of `B` a core with `l2` bytes of L2 keeps there beside `A` and `C`: half of it.
-pub(crate) fn b_share(l2: usize) -> usize {
-    l2 / 2 / size_of::<f32>()
+/// The values of `B` a cache of `bytes` keeps beside `A` and `C`: half of it.
+pub(crate) fn b_share(bytes: usize) -> usize {
+    bytes / 2 / size_of::<f32>()
 }
 
 /// [`block_shape`] for a core with `l2` bytes of L2 and `l3` bytes of L3 (`None`: unknown).
@@ -47,8 +47,8 @@ fn block_shape_for(uk: &Microkernel, l2: Option<usize>, l3: Option<usize>) -> (u
     if nc >= L2_MIN_NC {
         return (L2_KC, nc);
     }
-    // Half the L3, in whole panels of B (at least one).
-    let l3_nc = l3.map_or(usize::MAX, |l3| (l3 / 2 / size_of::<f32>() / uk.kc / uk.nr).max(1) * uk.nr);
+    // B's share of the L3, in whole panels of B (at least one).
+    let l3_nc = l3.map_or(usize::MAX, |l3| (b_share(l3) / uk.kc / uk.nr).max(1) * uk.nr);
     (uk.kc, uk.nc.min(l3_nc))
 }
 

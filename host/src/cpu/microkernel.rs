@@ -39,10 +39,10 @@
 //! halves, which fits the 16 SSE registers of the x86-64 baseline.
 //!
 //! The `kc` loop runs in stretches between two prefetches of `warm` (the whole loop when there are
-//! none), so a step checks nothing. The AVX2 kernel's stretches are unrolled by 4: its step is 12
-//! FMAs of 8 lanes, so the loop's count, compare and branch are a larger share of the instructions
-//! than in the AVX-512 step of 16 FMAs of 16 lanes, where unrolling measured within noise. Unrolled
-//! by 8, the compiler interleaves the loads of several steps and spills accumulators.
+//! none), so a step checks nothing. Each kernel's stretches are unrolled as its entry says: the
+//! AVX2 kernel's by 4, since its step of 12 FMAs of 8 lanes leaves the loop's count, compare and
+//! branch a larger share of the instructions than the AVX-512 step of 16 FMAs of 16 lanes does
+//! (the measurements are in `docs/performance-notes.md`).
 //!
 //! Edges need no code of their own: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`

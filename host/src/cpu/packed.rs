@@ -249,18 +249,16 @@ impl Team<'_> {
         // Each sum's row prefetches its share of `warm`, as a block of one sum would.
         let sums = depth.len().div_ceil(self.kc);
         let mut warm = warm.chunks(warm.len().div_ceil(sums).max(1));
+        // SAFETY: the panel's rows of C lie inside C.
+        let c = unsafe { self.c.data.add(i * self.uk.mr * self.ldc) };
         for sum in depth.clone().step_by(self.kc) {
             let (first, kc) = (sum - depth.start, self.kc.min(depth.end - sum));
             let beta = if sum == 0 { self.beta } else { 1.0 };
             let a_panel = &a_panel[first * self.uk.mr..(first + kc) * self.uk.mr];
             let row = RowOfTiles { kc, first, alpha: self.alpha, beta, a_panel, height };
             let warm = warm.next().unwrap_or_default();
-            // SAFETY: the panel's rows of C lie inside C, and the caller owns columns `cols` of
-            // them.
-            unsafe {
-                let c = self.c.data.add(i * self.uk.mr * self.ldc);
-                row_of_tiles(self.uk, &row, b_panels, cols.clone(), c, self.ldc, warm);
-            }
+            // SAFETY: the caller owns columns `cols` of the panel's rows of C.
+            unsafe { row_of_tiles(self.uk, &row, b_panels, cols.clone(), c, self.ldc, warm) };
         }
     }
 
