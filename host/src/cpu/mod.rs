@@ -25,6 +25,7 @@ pub mod packed;
 mod scratch;
 mod simd;
 mod unpacked;
+mod vector;
 
 pub use batched::{gemm_batch, gemm_strided};
 
@@ -55,9 +56,11 @@ pub struct CpuKernel {
 }
 
 /// The packed kernel with microkernel `uk`, as a registry row: products that
-/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie.
+/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, and
+/// matrix-vector products ([`vector::applies`]) to `vector`, the same instruction set's
+/// matrix-vector kernels.
 macro_rules! packed_kernel {
-    ($name:literal, $uk:path, $small:path, $summary:literal) => {
+    ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {
         CpuKernel {
             name: $name,
             summary: $summary,
@@ -65,11 +68,16 @@ macro_rules! packed_kernel {
             detected: $uk.detected,
             any_layout: true,
             run: |alpha, a, b, beta, c, threads| {
-                if unpacked::fits(c.rows, c.cols, a.cols, b.layout) {
+                let (m, n, k) = (c.rows, c.cols, a.cols);
+                if unpacked::fits(m, n, k, b.layout) {
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c) };
                     Ok(())
+                } else if vector::applies(m, n) {
+                    let kc = packed::sum_depth(&$uk, k);
+                    // SAFETY: as above, for `vector`.
+                    unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
                 } else {
                     packed::gemm(&$uk, threads, alpha, a, b, beta, c)
                 }
@@ -87,6 +95,7 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
         "packed_portable",
         microkernel::PORTABLE,
         unpacked::PORTABLE,
+        vector::PORTABLE,
         "packed panels, 4x8 microkernel in portable Rust"
     ),
     #[cfg(target_arch = "x86_64")]
@@ -94,6 +103,7 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
         "packed_avx2",
         microkernel::AVX2,
         unpacked::AVX2,
+        vector::AVX2,
         "packed panels, 6x16 AVX2+FMA microkernel"
     ),
     #[cfg(target_arch = "x86_64")]
@@ -101,6 +111,7 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
         "packed_avx512",
         microkernel::AVX512,
         unpacked::AVX512,
+        vector::AVX512,
         "packed panels, 8x32 AVX-512 microkernel"
     ),
 ];

@@ -1,0 +1,446 @@
+//! Matrix-vector products that arrive as GEMM: one row or one column of `C`.
+//!
+//! With `m == 1` or `n == 1` every value of the large operand (call it `X`: `B` for one row of
+//! `C`, `A` for one column) is used once, for one multiply-add: the product moves 4 bytes of `X`
+//! per 2 flops and runs at the speed memory delivers `X`. Packing `X` would copy each value once
+//! more, and the register tile would multiply a padded panel of `MR` rows (or `NR` columns) for
+//! one, so here `X` is read where it lies, once, in the direction it is contiguous in:
+//!
+//! - **Rows of `C`'s direction contiguous** (one row of `C` with `B` row-major, one column with
+//!   `A` column-major): `out += v[p] * X[p, ..]` for each step `p`, a scaled row of `X` added to
+//!   a block of accumulators that stays in L1 ([`AXPY_BLOCK`] values), each row of `X` read
+//!   as one long run in address order, the run the hardware prefetcher follows best. Each value
+//!   of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds from zero, then
+//!   `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the packed path's
+//!   sums ([`packed::sum_depth`]).
+//! - **Rows along `k` contiguous** (one row of `C` with `B` column-major, one column with `A`
+//!   row-major): `out[i] = v . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the vector
+//!   (made contiguous first if it is not), each row summed in `2 * LANES` partial sums that are
+//!   added in a fixed order at the end.
+//!
+//! The threads split `out` into equal contiguous ranges, each computed as on one thread, so the
+//! bits do not depend on the thread count. Nothing but `out` is written, and `out` is not read
+//! when `beta == 0`.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use super::packed;
+use super::scratch::{Scratch, with_scratch};
+#[cfg(target_arch = "x86_64")]
+use super::simd::{Avx2, Avx512};
+use super::simd::{Portable, Simd};
+use crate::Result;
+use crate::matrix::{Layout, MatMut, MatRef};
+
+/// The values of `out` accumulated at once in the `axpy` form: 16 KB, half of a 32 KB L1, so
+/// the accumulators stay in L1 beside the rows of `X` streaming through it.
+const AXPY_BLOCK: usize = 4096;
+
+/// Rows of `X` against the vector at once in the `dot` form: `2 * DOT_ROWS` accumulators and
+/// two vectors of `v`, within the 16 registers of AVX2.
+const DOT_ROWS: usize = 4;
+
+/// Whether an `m x n` product is a matrix-vector product, computed here.
+pub fn applies(m: usize, n: usize) -> bool {
+    m == 1 || n == 1
+}
+
+/// One matrix-vector product: `out[i * out_stride] = alpha * sum_p X(i, p) v(p) + beta * out`
+/// for `i < len`, `p < depth`, with `X(i, p)` at `x[i * x_out + p * x_depth]` and `v(p)` at
+/// `v[p * v_stride]`.
+#[derive(Clone, Copy)]
+struct Gemv {
+    len: usize,
+    depth: usize,
+    x: *const f32,
+    x_out: usize,
+    x_depth: usize,
+    v: *const f32,
+    v_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    alpha: f32,
+    beta: f32,
+    /// The depth of each sum in the `axpy` form.
+    kc: usize,
+}
+
+/// A form's kernel: `Gemv`'s `out` values `range`.
+///
+/// # Safety
+/// The CPU has the kernel's instruction set; the pointers of the `Gemv` cover its extents; no
+/// other thread touches `out`'s values `range` during the call; for the `dot` form,
+/// `v_stride == 1`.
+type FormFn = unsafe fn(&Gemv, Range<usize>);
+
+/// The two forms' kernels for one instruction set.
+#[derive(Clone, Copy, Debug)]
+pub struct Vector {
+    axpy: FormFn,
+    dot: FormFn,
+}
+
+/// The distances between rows and between columns of a view's elements.
+fn strides(m: &MatRef) -> (usize, usize) {
+    match m.layout {
+        Layout::RowMajor => (m.ld, 1),
+        Layout::ColMajor => (1, m.ld),
+    }
+}
+
+thread_local! {
+    /// The vector of a `dot` product, made contiguous.
+    static V_COPY: Scratch = const { RefCell::new(Vec::new()) };
+    /// The row of `X` of a product of one value whose two vectors are strided, made contiguous.
+    static X_COPY: Scratch = const { RefCell::new(Vec::new()) };
+}
+
+/// `C = alpha * A * B + beta * C` for `m == 1` or `n == 1` ([`applies`]), under the contract of
+/// [`CpuKernelFn`](super::CpuKernelFn), on up to `threads` threads; `kc` is the depth of the
+/// sums of the `axpy` form.
+///
+/// # Safety
+/// The CPU has `kernel`'s instruction set.
+// The GEMM's five operands, and how to compute them: the kernels, the depth of a sum, threads.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemv(
+    kernel: &Vector,
+    kc: usize,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) -> Result<()> {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    let ((a_row, a_col), (b_row, b_col)) = (strides(a), strides(b));
+    let (a, b) = (a.data.as_ptr(), b.data.as_ptr());
+    // C is row-major (the contract): a row's values 1 apart, a column's ldc.
+    let (len, x, (x_out, x_depth), v, v_stride, out_stride) = if m == 1 {
+        // out = row 0 of C, X(j, p) = B[p, j], v(p) = A[0, p].
+        (n, b, (b_col, b_row), a, a_col, 1)
+    } else {
+        // out = column 0 of C, X(i, p) = A[i, p], v(p) = B[p, 0].
+        (m, a, (a_row, a_col), b, b_row, c.ld)
+    };
+    let out = c.data.as_mut_ptr();
+    let gemv = Gemv { len, depth: k, x, x_out, x_depth, v, v_stride, out, out_stride, alpha, beta, kc };
+    let threads = packed::worth_waking(threads, m, n, k);
+    if gemv.x_out == 1 && gemv.len > 1 {
+        // SAFETY: the caller detected the CPU; the views were checked against their slices.
+        return unsafe { split(kernel.axpy, &gemv, threads) };
+    }
+    // One value of C (`m == n == 1`) is a dot product of two vectors: the contiguous one, if
+    // either is, plays the row of X.
+    let gemv = if gemv.len == 1 && gemv.x_depth != 1 && gemv.v_stride == 1 {
+        Gemv { x: gemv.v, x_depth: 1, v: gemv.x, v_stride: gemv.x_depth, ..gemv }
+    } else {
+        gemv
+    };
+    // SAFETY: as above; `dot` is given contiguous vectors.
+    let dot = |gemv: &Gemv| unsafe { split(kernel.dot, gemv, threads) };
+    // SAFETY: v and, with one value of C, the row of X are vectors of k values of the views.
+    unsafe {
+        contiguous(&V_COPY, gemv.v, gemv.v_stride, k, |v| {
+            let gemv = Gemv { v, v_stride: 1, ..gemv };
+            contiguous(&X_COPY, gemv.x, gemv.x_depth, k, |x| dot(&Gemv { x, x_depth: 1, ..gemv }))
+        })
+    }
+}
+
+/// Runs `f` on the `len` values `first[i * stride]` as a contiguous run: in place when `stride`
+/// is 1, else copied into this thread's `scratch`.
+///
+/// # Safety
+/// Those values lie inside one view.
+unsafe fn contiguous<R>(
+    scratch: &'static std::thread::LocalKey<Scratch>,
+    first: *const f32,
+    stride: usize,
+    len: usize,
+    f: impl FnOnce(*const f32) -> R,
+) -> R {
+    if stride == 1 {
+        return f(first);
+    }
+    with_scratch(scratch, len, |copy| {
+        for (i, value) in copy.iter_mut().enumerate() {
+            // SAFETY: the caller's promise.
+            *value = unsafe { *first.add(i * stride) };
+        }
+        f(copy.as_ptr())
+    })
+}
+
+/// Runs `form` on `threads` equal ranges of `gemv`'s `out`, one per thread.
+///
+/// # Safety
+/// As [`FormFn`] for the whole of `out`.
+unsafe fn split(form: FormFn, gemv: &Gemv, threads: usize) -> Result<()> {
+    let threads = threads.min(gemv.len.div_ceil(MIN_RANGE)).max(1);
+    let len = gemv.len;
+    let range = |t: usize| len * t / threads..len * (t + 1) / threads;
+    if threads == 1 {
+        // SAFETY: the caller's promise, for all of out.
+        unsafe { form(gemv, 0..gemv.len) };
+    } else {
+        let shared = Shared(*gemv);
+        packed::thread_pool(threads)?.broadcast(|ctx| {
+            // SAFETY: the ranges of the threads are disjoint and cover out.
+            unsafe { form(shared.get(), range(ctx.index())) }
+        });
+    }
+    Ok(())
+}
+
+/// The fewest values of `out` a thread computes: a range of a few cache lines, so that two
+/// threads do not write one line of `out` in the `axpy` form.
+const MIN_RANGE: usize = 64;
+
+/// A `Gemv` shared by the threads of [`split`].
+struct Shared(Gemv);
+// SAFETY: the threads only read X and v, and each writes only its own range of out.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The product (a method, so that closures capture the whole `Shared`, not its field).
+    fn get(&self) -> &Gemv {
+        &self.0
+    }
+}
+
+/// `out[range] = alpha * X v + beta * out[range]` in the `axpy` form (`x_out == 1`): per block
+/// of [`AXPY_BLOCK`] values and per sum of `kc` steps, `acc += v(p) * X(block, p)` step by step,
+/// then `out = alpha * acc + beta' * out`.
+///
+/// # Safety
+/// As [`FormFn`].
+#[inline(always)]
+unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
+    let mut acc = [0.0f32; AXPY_BLOCK];
+    for first in range.clone().step_by(AXPY_BLOCK) {
+        let width = AXPY_BLOCK.min(range.end - first);
+        let (whole, rest) = (width / S::LANES * S::LANES, width % S::LANES);
+        for start in (0..g.depth).step_by(g.kc) {
+            let acc = &mut acc[..width];
+            acc.fill(0.0);
+            let dst = acc.as_mut_ptr();
+            for p in start..g.depth.min(start + g.kc) {
+                // SAFETY: v(p), and X(first.., p) for `width` values, lie inside their views.
+                unsafe {
+                    let s = S::splat(*g.v.add(p * g.v_stride));
+                    let row = g.x.add(p * g.x_depth + first);
+                    for l in (0..whole).step_by(S::LANES) {
+                        S::store(dst.add(l), S::fma(s, S::load(row.add(l)), S::load(dst.add(l))));
+                    }
+                    if rest > 0 {
+                        let mask = S::first(rest);
+                        let sum = S::fma(s, S::load_masked(row.add(whole), mask), S::load(dst.add(whole)));
+                        S::store_masked(dst.add(whole), mask, sum);
+                    }
+                }
+            }
+            let beta = if start == 0 { g.beta } else { 1.0 };
+            for (l, &sum) in acc.iter().enumerate() {
+                // SAFETY: out(first + l) is in this call's range.
+                unsafe { update(g, first + l, sum, beta) };
+            }
+        }
+    }
+}
+
+/// `out[i] = alpha * sum + beta * out[i]`, `out[i]` not read when `beta == 0`.
+///
+/// # Safety
+/// `out(i)` lies inside `C` and is the caller's to write.
+#[inline(always)]
+unsafe fn update(g: &Gemv, i: usize, sum: f32, beta: f32) {
+    unsafe {
+        let out = g.out.add(i * g.out_stride);
+        *out = if beta == 0.0 { g.alpha * sum } else { beta.mul_add(*out, g.alpha * sum) };
+    }
+}
+
+/// `out[range] = alpha * X v + beta * out[range]` in the `dot` form (`v_stride == 1`):
+/// [`DOT_ROWS`] rows of `X` at a time (then one), each against `v` in `2 * LANES` partial sums.
+///
+/// # Safety
+/// As [`FormFn`].
+#[inline(always)]
+unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
+    let mut i = range.start;
+    while i + DOT_ROWS <= range.end {
+        // SAFETY: rows i.. of X are in range.
+        unsafe { dot_rows::<S, DOT_ROWS>(g, i) };
+        i += DOT_ROWS;
+    }
+    for i in i..range.end {
+        // SAFETY: as above.
+        unsafe { dot_rows::<S, 1>(g, i) };
+    }
+}
+
+/// Rows `i..i + R` of the `dot` form.
+///
+/// # Safety
+/// As [`FormFn`], for those rows.
+#[inline(always)]
+unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
+    let step = 2 * S::LANES;
+    let whole = g.depth / step * step;
+    unsafe {
+        let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
+        let mut acc = [[S::zero(); 2]; R];
+        for p in (0..whole).step_by(step) {
+            let v = [S::load(g.v.add(p)), S::load(g.v.add(p + S::LANES))];
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                acc[0] = S::fma(S::load(row.add(p)), v[0], acc[0]);
+                acc[1] = S::fma(S::load(row.add(p + S::LANES)), v[1], acc[1]);
+            }
+        }
+        // The last `depth % (2 * LANES)` steps, a vector at a time under a mask.
+        for (half, p) in (whole..g.depth).step_by(S::LANES).enumerate() {
+            let mask = S::first(S::LANES.min(g.depth - p));
+            let v = S::load_masked(g.v.add(p), mask);
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                acc[half] = S::fma(S::load_masked(row.add(p), mask), v, acc[half]);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let mut lanes = [[0.0f32; 16]; 2];
+            for (lane, &v) in lanes.iter_mut().zip(acc) {
+                S::store(lane.as_mut_ptr(), v);
+            }
+            let sum = (0..S::LANES).map(|l| lanes[0][l] + lanes[1][l]).sum();
+            update(g, i + r, sum, g.beta);
+        }
+    }
+}
+
+/// Defines `$name`, a [`Vector`] of `$simd` compiled under `$feature` (the instruction set's
+/// `target_feature`, which the inlined forms inherit).
+macro_rules! vector {
+    ($(#[doc = $doc:literal])* $name:ident: $(#[$feature:meta])? $simd:ty) => {
+        $(#[doc = $doc])*
+        pub const $name: Vector = {
+            $(#[$feature])?
+            unsafe fn axpy_fn(g: &Gemv, range: Range<usize>) {
+                // SAFETY: the contract of FormFn.
+                unsafe { axpy::<$simd>(g, range) }
+            }
+            $(#[$feature])?
+            unsafe fn dot_fn(g: &Gemv, range: Range<usize>) {
+                // SAFETY: the contract of FormFn.
+                unsafe { dot::<$simd>(g, range) }
+            }
+            Vector { axpy: axpy_fn, dot: dot_fn }
+        };
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+vector!(
+    /// The matrix-vector kernels in AVX-512.
+    AVX512: #[target_feature(enable = "avx512f")] Avx512
+);
+#[cfg(target_arch = "x86_64")]
+vector!(
+    /// The matrix-vector kernels in AVX2 and FMA.
+    AVX2: #[target_feature(enable = "avx2,fma")] Avx2
+);
+vector!(
+    /// The matrix-vector kernels in portable Rust.
+    PORTABLE: Portable
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each instruction set this CPU has.
+    fn kernels() -> Vec<(&'static str, Vector)> {
+        let mut kernels = vec![("portable", PORTABLE)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Avx2::detected() {
+                kernels.push(("avx2", AVX2));
+            }
+            if Avx512::detected() {
+                kernels.push(("avx512", AVX512));
+            }
+        }
+        kernels
+    }
+
+    /// A view of `rows x cols` in `layout` with spare lines and a spare value per line, and
+    /// its buffer: values of mixed signs and magnitudes.
+    fn view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
+        let (line, lines) = layout.extents(rows, cols);
+        let ld = line + 1;
+        let len = ld * (lines + 2);
+        ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.4).collect(), ld)
+    }
+
+    #[test]
+    fn matrix_vector_products_are_right_write_only_c_and_keep_their_bits_on_any_thread_count() {
+        let layouts = [Layout::RowMajor, Layout::ColMajor];
+        // One row, one column and one value of C; lengths across the vectors, the blocks of
+        // the axpy form and the partial sums of the dot form; kc = 7 splits the sums.
+        let shapes =
+            [(1, 1, 1), (1, 1, 45), (1, 5, 3), (1, 70, 33), (1, 4200, 9), (3, 1, 1), (77, 1, 40), (9, 1, 17)];
+        for (name, kernel) in kernels() {
+            for (m, n, k) in shapes {
+                for (la, lb, alpha, beta) in
+                    [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
+                {
+                    let (a_data, lda) = view(layouts[la], m, k, 1);
+                    let (b_data, ldb) = view(layouts[lb], k, n, 2);
+                    let a = MatRef { data: &a_data, rows: m, cols: k, ld: lda, layout: layouts[la] };
+                    let b = MatRef { data: &b_data, rows: k, cols: n, ld: ldb, layout: layouts[lb] };
+                    let (mut c0, ldc) = view(Layout::RowMajor, m, n, 3);
+                    if beta == 0.0 {
+                        c0.iter_mut().for_each(|x| *x = f32::NAN);
+                    }
+                    let case = format!("{name} {m}x{n}x{k} {:?} {:?} beta {beta}", layouts[la], layouts[lb]);
+                    let mut first: Option<Vec<f32>> = None;
+                    for threads in [1, 2, 3] {
+                        let mut out = c0.clone();
+                        let mut c = MatMut::new(&mut out, m, n, ldc);
+                        // SAFETY: the kernel's instruction set was detected.
+                        unsafe { gemv(&kernel, 7, threads, alpha, &a, &b, beta, &mut c) }.unwrap();
+                        for (idx, (&got, &was)) in out.iter().zip(&c0).enumerate() {
+                            let (i, j) = (idx / ldc, idx % ldc);
+                            if i >= m || j >= n {
+                                assert_eq!(got.to_bits(), was.to_bits(), "{case}: wrote outside C at {idx}");
+                                continue;
+                            }
+                            let (mut exact, mut size) = (0.0f64, 0.0f64);
+                            for p in 0..k {
+                                let (x, y) = (a.at(i, p) as f64, b.at(p, j) as f64);
+                                exact += x * y;
+                                size += (x * y).abs();
+                            }
+                            let old = if beta == 0.0 { 0.0 } else { was as f64 };
+                            let want = alpha as f64 * exact + beta as f64 * old;
+                            let scale = (alpha as f64).abs() * size + (beta as f64 * old).abs();
+                            let err = (got as f64 - want).abs();
+                            assert!(
+                                err <= 1e-6 * scale.max(f64::MIN_POSITIVE),
+                                "{case}: C[{i}, {j}] {got} against {want}"
+                            );
+                        }
+                        match &first {
+                            None => first = Some(out),
+                            Some(one) => assert!(
+                                one.iter().zip(&out).all(|(x, y)| x.to_bits() == y.to_bits()),
+                                "{case}: {threads} threads changed the bits"
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
