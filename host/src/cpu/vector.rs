@@ -228,7 +228,8 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
             acc.fill(0.0);
             let dst = acc.as_mut_ptr();
             for p in start..g.depth.min(start + g.kc) {
-                // SAFETY: v(p), and X(first.., p) for `width` values, lie inside their views.
+                // SAFETY: v(p), and X(first.., p) for `width` values, lie inside their views;
+                // `dst` holds `width` values, and the last partial vector is masked.
                 unsafe {
                     let s = S::splat(*g.v.add(p * g.v_stride));
                     let row = g.x.add(p * g.x_depth + first);
@@ -237,7 +238,8 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
                     }
                     if rest > 0 {
                         let mask = S::first(rest);
-                        let sum = S::fma(s, S::load_masked(row.add(whole), mask), S::load(dst.add(whole)));
+                        let old = S::load_masked(dst.add(whole), mask);
+                        let sum = S::fma(s, S::load_masked(row.add(whole), mask), old);
                         S::store_masked(dst.add(whole), mask, sum);
                     }
                 }
