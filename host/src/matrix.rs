@@ -138,6 +138,14 @@ impl<'a> MatRef<'a> {
         Self::op(data, layout, trans, rows, cols, ld)
     }
 
+    /// The distances in `data` between consecutive rows and between consecutive columns.
+    pub(crate) fn strides(&self) -> (usize, usize) {
+        match self.layout {
+            Layout::RowMajor => (self.ld, 1),
+            Layout::ColMajor => (1, self.ld),
+        }
+    }
+
     /// Element `(i, j)`.
     pub fn at(&self, i: usize, j: usize) -> f32 {
         self.data[index(self.layout, self.ld, i, j)]

@@ -52,6 +52,12 @@ fn block_shape_for(uk: &Microkernel, l2: Option<usize>, l3: Option<usize>) -> (u
     (uk.kc, uk.nc.min(l3_nc))
 }
 
+/// The L1 data cache of one core, in bytes, if the CPU says.
+pub(crate) fn l1_bytes() -> Option<usize> {
+    static L1: OnceLock<Option<usize>> = OnceLock::new();
+    *L1.get_or_init(|| from_sysfs(1).or_else(|| from_cpuid(1)))
+}
+
 /// The L2 cache of one core, in bytes, if the CPU says.
 pub(crate) fn l2_bytes() -> Option<usize> {
     static L2: OnceLock<Option<usize>> = OnceLock::new();

@@ -116,6 +116,15 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
     ),
 ];
 
+/// A test operand: a view of `rows x cols` in `layout` with three spare values per line and two
+/// spare lines, and its buffer, of values in `[-1, 1.75]` that `salt` varies.
+#[cfg(test)]
+pub(crate) fn test_view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
+    let ld = layout.extents(rows, cols).0 + 3;
+    let len = ld * (layout.extents(rows, cols).1 + 2);
+    ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.0).collect(), ld)
+}
+
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.
 /// With `beta == 0`, `C` is overwritten with zeros and never read.
 pub(crate) fn scale_c(beta: f32, c: &mut MatMut) {

@@ -153,10 +153,7 @@ macro_rules! unpacked {
         $(#[$attr])*
         unsafe fn $name(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
             let (m, n, k) = (c.rows, c.cols, a.cols);
-            let (a_row, a_col) = match a.layout {
-                Layout::RowMajor => (a.ld, 1),
-                Layout::ColMajor => (1, a.ld),
-            };
+            let (a_row, a_col) = a.strides();
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
             with_rows_of_b(b, |b, ldb| {
@@ -205,6 +202,7 @@ pub const PORTABLE: UnpackedFn = portable_4x8;
 mod tests {
     use super::*;
     use crate::cpu::microkernel::{self, Microkernel};
+    use crate::cpu::test_view as view;
 
     /// Each instruction set this CPU has: its unpacked kernel beside its packed microkernel.
     fn kernels() -> Vec<(UnpackedFn, Microkernel)> {
@@ -213,13 +211,6 @@ mod tests {
         kernels.extend([(AVX2, microkernel::AVX2), (AVX512, microkernel::AVX512)]);
         kernels.retain(|(_, uk)| (uk.detected)());
         kernels
-    }
-
-    /// A view of `rows x cols` in `layout` with two spare lines, and its buffer.
-    fn view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
-        let ld = layout.extents(rows, cols).0 + 3;
-        let len = ld * (layout.extents(rows, cols).1 + 2);
-        ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.0).collect(), ld)
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!
 //! - **Rows of `C`'s direction contiguous** (one row of `C` with `B` row-major, one column with
 //!   `A` column-major): `out += v[p] * X[p, ..]` for each step `p`, a scaled row of `X` added to
-//!   a block of accumulators that stays in L1 ([`AXPY_BLOCK`] values), each row of `X` read
+//!   a block of accumulators that stays in L1 (half of it: [`axpy_block`]), each row of `X` read
 //!   as one long run in address order, the run the hardware prefetcher follows best. Each value
 //!   of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds from zero, then
 //!   `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the packed path's
@@ -25,17 +25,21 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use super::packed;
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{Portable, Simd};
+use super::simd::{LINE_FLOATS, Portable, Simd};
+use super::{cache, packed};
 use crate::Result;
-use crate::matrix::{Layout, MatMut, MatRef};
+use crate::matrix::{MatMut, MatRef};
 
-/// The values of `out` accumulated at once in the `axpy` form: 16 KB, half of a 32 KB L1, so
-/// the accumulators stay in L1 beside the rows of `X` streaming through it.
-const AXPY_BLOCK: usize = 4096;
+/// The values of `out` accumulated at once in the `axpy` form: half of this core's L1 (of 32 KB
+/// when the CPU does not say) in whole cache lines, so the accumulators stay in L1 beside the
+/// rows of `X` streaming through it.
+fn axpy_block() -> usize {
+    let half = cache::l1_bytes().unwrap_or(32 << 10) / 2 / size_of::<f32>();
+    (half / LINE_FLOATS).max(1) * LINE_FLOATS
+}
 
 /// Rows of `X` against the vector at once in the `dot` form: `2 * DOT_ROWS` accumulators and
 /// two vectors of `v`, within the 16 registers of AVX2.
@@ -81,18 +85,10 @@ pub struct Vector {
     dot: FormFn,
 }
 
-/// The distances between rows and between columns of a view's elements.
-fn strides(m: &MatRef) -> (usize, usize) {
-    match m.layout {
-        Layout::RowMajor => (m.ld, 1),
-        Layout::ColMajor => (1, m.ld),
-    }
-}
-
 thread_local! {
     /// The vector of a `dot` product, made contiguous.
     static V_COPY: Scratch = const { RefCell::new(Vec::new()) };
-    /// The row of `X` of a product of one value whose two vectors are strided, made contiguous.
+    /// The row of `X` of a product of one value, made contiguous.
     static X_COPY: Scratch = const { RefCell::new(Vec::new()) };
 }
 
@@ -115,61 +111,60 @@ pub unsafe fn gemv(
     c: &mut MatMut,
 ) -> Result<()> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
-    let ((a_row, a_col), (b_row, b_col)) = (strides(a), strides(b));
-    let (a, b) = (a.data.as_ptr(), b.data.as_ptr());
-    // C is row-major (the contract): a row's values 1 apart, a column's ldc.
-    let (len, x, (x_out, x_depth), v, v_stride, out_stride) = if m == 1 {
+    // X, read once, as a `len x k` view, and the vector v; C is row-major (the contract): a
+    // row's values 1 apart, a column's ldc.
+    let (x, v, out_stride) = if m == 1 {
         // out = row 0 of C, X(j, p) = B[p, j], v(p) = A[0, p].
-        (n, b, (b_col, b_row), a, a_col, 1)
+        (b.t(), *a, 1)
     } else {
         // out = column 0 of C, X(i, p) = A[i, p], v(p) = B[p, 0].
-        (m, a, (a_row, a_col), b, b_row, c.ld)
+        (*a, *b, c.ld)
     };
-    let out = c.data.as_mut_ptr();
-    let gemv = Gemv { len, depth: k, x, x_out, x_depth, v, v_stride, out, out_stride, alpha, beta, kc };
+    let ((x_out, x_depth), v_strides) = (x.strides(), v.strides());
+    let v_stride = if v.rows == 1 { v_strides.1 } else { v_strides.0 };
+    let gemv = Gemv {
+        len: x.rows,
+        depth: k,
+        x: x.data.as_ptr(),
+        x_out,
+        x_depth,
+        v: v.data.as_ptr(),
+        v_stride,
+        out: c.data.as_mut_ptr(),
+        out_stride,
+        alpha,
+        beta,
+        kc,
+    };
     let threads = packed::worth_waking(threads, m, n, k);
-    if gemv.x_out == 1 && gemv.len > 1 {
+    if x_out == 1 && gemv.len > 1 {
         // SAFETY: the caller detected the CPU; the views were checked against their slices.
         return unsafe { split(kernel.axpy, &gemv, threads) };
     }
-    // One value of C (`m == n == 1`) is a dot product of two vectors: the contiguous one, if
-    // either is, plays the row of X.
-    let gemv = if gemv.len == 1 && gemv.x_depth != 1 && gemv.v_stride == 1 {
-        Gemv { x: gemv.v, x_depth: 1, v: gemv.x, v_stride: gemv.x_depth, ..gemv }
-    } else {
-        gemv
-    };
-    // SAFETY: as above; `dot` is given contiguous vectors.
-    let dot = |gemv: &Gemv| unsafe { split(kernel.dot, gemv, threads) };
-    // SAFETY: v and, with one value of C, the row of X are vectors of k values of the views.
-    unsafe {
-        contiguous(&V_COPY, gemv.v, gemv.v_stride, k, |v| {
-            let gemv = Gemv { v, v_stride: 1, ..gemv };
-            contiguous(&X_COPY, gemv.x, gemv.x_depth, k, |x| dot(&Gemv { x, x_depth: 1, ..gemv }))
+    // The dot form reads v and X's rows contiguously; a strided one is a vector (X with `len ==
+    // 1`, as `x_out != 1` means `x_depth == 1` otherwise), copied first.
+    with_contiguous(&V_COPY, &v, v_stride == 1, |v| {
+        with_contiguous(&X_COPY, &x, x_depth == 1, |x| {
+            let gemv = Gemv { x, x_depth: 1, v, v_stride: 1, ..gemv };
+            // SAFETY: as above, with contiguous vectors.
+            unsafe { split(kernel.dot, &gemv, threads) }
         })
-    }
+    })
 }
 
-/// Runs `f` on the `len` values `first[i * stride]` as a contiguous run: in place when `stride`
-/// is 1, else copied into this thread's `scratch`.
-///
-/// # Safety
-/// Those values lie inside one view.
-unsafe fn contiguous<R>(
+/// Runs `f` on `view`'s values: in place when they are `contiguous`, else copied row-major into
+/// this thread's `scratch`.
+fn with_contiguous<R>(
     scratch: &'static std::thread::LocalKey<Scratch>,
-    first: *const f32,
-    stride: usize,
-    len: usize,
+    view: &MatRef,
+    contiguous: bool,
     f: impl FnOnce(*const f32) -> R,
 ) -> R {
-    if stride == 1 {
-        return f(first);
+    if contiguous {
+        return f(view.data.as_ptr());
     }
-    with_scratch(scratch, len, |copy| {
-        for (i, value) in copy.iter_mut().enumerate() {
-            // SAFETY: the caller's promise.
-            *value = unsafe { *first.add(i * stride) };
-        }
+    with_scratch(scratch, view.rows * view.cols, |copy| {
+        view.copy_row_major(copy);
         f(copy.as_ptr())
     })
 }
@@ -212,43 +207,52 @@ impl Shared {
 }
 
 /// `out[range] = alpha * X v + beta * out[range]` in the `axpy` form (`x_out == 1`): per block
-/// of [`AXPY_BLOCK`] values and per sum of `kc` steps, `acc += v(p) * X(block, p)` step by step,
+/// of [`axpy_block`] values and per sum of `kc` steps, `acc += v(p) * X(block, p)` step by step,
 /// then `out = alpha * acc + beta' * out`.
 ///
 /// # Safety
 /// As [`FormFn`].
 #[inline(always)]
 unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
-    let mut acc = [0.0f32; AXPY_BLOCK];
-    for first in range.clone().step_by(AXPY_BLOCK) {
-        let width = AXPY_BLOCK.min(range.end - first);
-        let (whole, rest) = (width / S::LANES * S::LANES, width % S::LANES);
+    let block = axpy_block();
+    // A few KB per call and thread, next to a product of at least a few megaflops.
+    let mut acc = vec![0.0f32; block];
+    for first in range.clone().step_by(block) {
+        let acc = &mut acc[..block.min(range.end - first)];
         for start in (0..g.depth).step_by(g.kc) {
-            let acc = &mut acc[..width];
             acc.fill(0.0);
-            let dst = acc.as_mut_ptr();
             for p in start..g.depth.min(start + g.kc) {
-                // SAFETY: v(p), and X(first.., p) for `width` values, lie inside their views;
-                // `dst` holds `width` values, and the last partial vector is masked.
-                unsafe {
-                    let s = S::splat(*g.v.add(p * g.v_stride));
-                    let row = g.x.add(p * g.x_depth + first);
-                    for l in (0..whole).step_by(S::LANES) {
-                        S::store(dst.add(l), S::fma(s, S::load(row.add(l)), S::load(dst.add(l))));
-                    }
-                    if rest > 0 {
-                        let mask = S::first(rest);
-                        let old = S::load_masked(dst.add(whole), mask);
-                        let sum = S::fma(s, S::load_masked(row.add(whole), mask), old);
-                        S::store_masked(dst.add(whole), mask, sum);
-                    }
-                }
+                // SAFETY: v(p), and X(first.., p) for `acc.len()` values, lie inside their views.
+                unsafe { add_scaled::<S>(acc, *g.v.add(p * g.v_stride), g.x.add(p * g.x_depth + first)) };
             }
             let beta = if start == 0 { g.beta } else { 1.0 };
             for (l, &sum) in acc.iter().enumerate() {
                 // SAFETY: out(first + l) is in this call's range.
                 unsafe { update(g, first + l, sum, beta) };
             }
+        }
+    }
+}
+
+/// `acc += s * row[..acc.len()]`, one fused multiply-add a value, the last partial vector under
+/// a mask.
+///
+/// # Safety
+/// The CPU has `S`'s instruction set; `row` holds `acc.len()` readable values.
+#[inline(always)]
+unsafe fn add_scaled<S: Simd>(acc: &mut [f32], s: f32, row: *const f32) {
+    let (whole, rest) = (acc.len() / S::LANES * S::LANES, acc.len() % S::LANES);
+    let dst = acc.as_mut_ptr();
+    // SAFETY: `dst` and `row` hold `acc.len()` values; the last partial vector is masked.
+    unsafe {
+        let s = S::splat(s);
+        for l in (0..whole).step_by(S::LANES) {
+            S::store(dst.add(l), S::fma(s, S::load(row.add(l)), S::load(dst.add(l))));
+        }
+        if rest > 0 {
+            let mask = S::first(rest);
+            let sum = S::fma(s, S::load_masked(row.add(whole), mask), S::load_masked(dst.add(whole), mask));
+            S::store_masked(dst.add(whole), mask, sum);
         }
     }
 }
@@ -311,6 +315,7 @@ unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
             }
         }
         for (r, acc) in acc.iter().enumerate() {
+            // 16: the most lanes of any instruction set.
             let mut lanes = [[0.0f32; 16]; 2];
             for (lane, &v) in lanes.iter_mut().zip(acc) {
                 S::store(lane.as_mut_ptr(), v);
@@ -360,6 +365,8 @@ vector!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::test_view as view;
+    use crate::matrix::Layout;
 
     /// Each instruction set this CPU has.
     fn kernels() -> Vec<(&'static str, Vector)> {
@@ -374,15 +381,6 @@ mod tests {
             }
         }
         kernels
-    }
-
-    /// A view of `rows x cols` in `layout` with spare lines and a spare value per line, and
-    /// its buffer: values of mixed signs and magnitudes.
-    fn view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
-        let (line, lines) = layout.extents(rows, cols);
-        let ld = line + 1;
-        let len = ld * (lines + 2);
-        ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.4).collect(), ld)
     }
 
     #[test]
