@@ -18,6 +18,15 @@
 //!   panel of `A` stays in the L3 beside the rest of the working set; the team's threads share one
 //!   block, and each L3 they run on keeps its copy of it.
 //!
+//! - **Few rows**, where `B` would stream from L3. A product of at most [`FEW_ROW_PANELS`]
+//!   panels of `A` reads each packed value of `B` only that many times, so the pass that packs
+//!   `B` (a read from memory, a write into the block) is a large share of its time, and what
+//!   that pass costs depends on the block: written into a block of `1024 x 2048` (8 MB), it took
+//!   twice as long as reading `B`; into a block of whole rows of `B`, at most a few MB, little
+//!   more than the read. So the block spans the width of `C` (its rows of `B` one run in
+//!   memory) and is `L2_KC` deep, at most half the L3. Each tile of `C` then receives sums of
+//!   `L2_KC` steps instead of `kc`: `C` is small, and its extra passes cheap.
+//!
 //! The cache sizes come from Linux's `/sys/devices/system/cpu/cpu0/cache`, else from `cpuid`
 //! (leaf 4 on Intel, 0x8000001D on AMD); an unknown L2 takes the second rule, an unknown L3 leaves
 //! the block as wide as the microkernel's. Measurements: `docs/performance-notes.md`.
@@ -31,9 +40,13 @@ const L2_KC: usize = 256;
 /// The narrowest block of `B` worth keeping in L2: narrower ones repack `A` too often.
 const L2_MIN_NC: usize = 1024;
 
-/// `(kc, nc)`: the depth and the target width of a packed block of `B` for `uk` on this CPU.
-pub(crate) fn block_shape(uk: &Microkernel) -> (usize, usize) {
-    block_shape_for(uk, l2_bytes(), l3_bytes())
+/// The most panels of `A` in a product blocked for few rows.
+const FEW_ROW_PANELS: usize = 16;
+
+/// `(kc, nc)`: the depth and the target width of a packed block of `B` for `uk` on this CPU, in
+/// a product with `m` rows and `n` columns of `C` (the depth depends on `m` alone).
+pub(crate) fn block_shape(uk: &Microkernel, m: usize, n: usize) -> (usize, usize) {
+    block_shape_for(uk, (m, n), l2_bytes(), l3_bytes())
 }
 
 /// The values of `B` a cache of `bytes` keeps beside `A` and `C`: half of it.
@@ -42,14 +55,22 @@ pub(crate) fn b_share(bytes: usize) -> usize {
 }
 
 /// [`block_shape`] for a core with `l2` bytes of L2 and `l3` bytes of L3 (`None`: unknown).
-fn block_shape_for(uk: &Microkernel, l2: Option<usize>, l3: Option<usize>) -> (usize, usize) {
+fn block_shape_for(
+    uk: &Microkernel,
+    (m, n): (usize, usize),
+    l2: Option<usize>,
+    l3: Option<usize>,
+) -> (usize, usize) {
     let nc = l2.map_or(0, b_share) / L2_KC / uk.nr * uk.nr;
     if nc >= L2_MIN_NC {
         return (L2_KC, nc);
     }
-    // B's share of the L3, in whole panels of B (at least one).
-    let l3_nc = l3.map_or(usize::MAX, |l3| (b_share(l3) / uk.kc / uk.nr).max(1) * uk.nr);
-    (uk.kc, uk.nc.min(l3_nc))
+    // B's share of the L3 at depth kc, in whole panels of B (at least one).
+    let l3_nc = |kc: usize| l3.map_or(usize::MAX, |l3| (b_share(l3) / kc / uk.nr).max(1) * uk.nr);
+    if m.div_ceil(uk.mr) <= FEW_ROW_PANELS {
+        return (L2_KC, n.max(1).next_multiple_of(uk.nr).min(l3_nc(L2_KC)));
+    }
+    (uk.kc, uk.nc.min(l3_nc(uk.kc)))
 }
 
 /// The L1 data cache of one core, in bytes, if the CPU says.
@@ -147,6 +168,9 @@ mod tests {
     use super::*;
     use crate::cpu::microkernel::PORTABLE;
 
+    /// A product of many rows.
+    const SQUARE: (usize, usize) = (4096, 4096);
+
     #[test]
     fn sizes_parse_as_linux_writes_them() {
         assert_eq!(parse_size("2048K"), Some(2 << 20));
@@ -157,11 +181,11 @@ mod tests {
 
     #[test]
     fn a_large_l2_keeps_b_in_it_and_a_small_one_keeps_the_kernels_blocking() {
-        assert_eq!(block_shape_for(&PORTABLE, Some(2 << 20), None), (256, 1024));
-        assert_eq!(block_shape_for(&PORTABLE, Some(4 << 20), Some(32 << 20)), (256, 2048));
+        assert_eq!(block_shape_for(&PORTABLE, SQUARE, Some(2 << 20), None), (256, 1024));
+        assert_eq!(block_shape_for(&PORTABLE, SQUARE, Some(4 << 20), Some(32 << 20)), (256, 2048));
         for small in [None, Some(1 << 20), Some(1280 << 10)] {
-            assert_eq!(block_shape_for(&PORTABLE, small, None), (PORTABLE.kc, PORTABLE.nc));
-            assert_eq!(block_shape_for(&PORTABLE, small, Some(32 << 20)), (PORTABLE.kc, PORTABLE.nc));
+            assert_eq!(block_shape_for(&PORTABLE, SQUARE, small, None), (PORTABLE.kc, PORTABLE.nc));
+            assert_eq!(block_shape_for(&PORTABLE, SQUARE, small, Some(32 << 20)), (PORTABLE.kc, PORTABLE.nc));
         }
     }
 
@@ -169,10 +193,10 @@ mod tests {
     fn a_small_l3_narrows_the_block_of_b_to_half_of_it() {
         // kc = 256 for the portable kernel: half of 8 MB holds 4096 columns, of 1 MB 512.
         let (kc, nc) = (PORTABLE.kc, PORTABLE.nc);
-        assert_eq!(block_shape_for(&PORTABLE, Some(512 << 10), Some(8 << 20)), (kc, nc.min(4096)));
-        assert_eq!(block_shape_for(&PORTABLE, Some(512 << 10), Some(1 << 20)), (kc, 512));
+        assert_eq!(block_shape_for(&PORTABLE, SQUARE, Some(512 << 10), Some(8 << 20)), (kc, nc.min(4096)));
+        assert_eq!(block_shape_for(&PORTABLE, SQUARE, Some(512 << 10), Some(1 << 20)), (kc, 512));
         // Never narrower than one panel.
-        assert_eq!(block_shape_for(&PORTABLE, None, Some(1 << 10)), (kc, PORTABLE.nr));
+        assert_eq!(block_shape_for(&PORTABLE, SQUARE, None, Some(1 << 10)), (kc, PORTABLE.nr));
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -180,8 +204,24 @@ mod tests {
     fn an_avx2_core_complex_of_8_mb_gets_a_block_of_half_of_it() {
         use crate::cpu::microkernel::AVX2;
         // Zen 1: 512 KB of L2 per core, 8 MB of L3 per core complex.
-        assert_eq!(block_shape_for(&AVX2, Some(512 << 10), Some(8 << 20)), (1024, 1024));
-        assert_eq!(block_shape_for(&AVX2, Some(512 << 10), Some(16 << 20)), (1024, 2048));
+        assert_eq!(block_shape_for(&AVX2, SQUARE, Some(512 << 10), Some(8 << 20)), (1024, 1024));
+        assert_eq!(block_shape_for(&AVX2, SQUARE, Some(512 << 10), Some(16 << 20)), (1024, 2048));
+        // Few rows: sums of 256 steps instead of 1024, over whole rows of B.
+        assert_eq!(block_shape_for(&AVX2, (8, 4096), Some(512 << 10), Some(16 << 20)), (256, 4096));
+    }
+
+    #[test]
+    fn few_rows_take_a_shallow_block_of_whole_rows_where_b_streams_from_l3() {
+        let few = FEW_ROW_PANELS * PORTABLE.mr;
+        let (zen3_l2, l3) = (Some(512 << 10), Some(32 << 20));
+        assert_eq!(block_shape_for(&PORTABLE, (8, 4096), zen3_l2, l3), (L2_KC, 4096));
+        assert_eq!(block_shape_for(&PORTABLE, (few, 1001), zen3_l2, l3), (L2_KC, 1008));
+        // Half of 32 MB holds 16384 columns 256 deep; one row of C still gets one panel.
+        assert_eq!(block_shape_for(&PORTABLE, (1, 1 << 20), zen3_l2, l3), (L2_KC, 16384));
+        assert_eq!(block_shape_for(&PORTABLE, (1, 0), zen3_l2, None), (L2_KC, PORTABLE.nr));
+        // More rows, or a B kept in a large L2, keep the other rules.
+        assert_eq!(block_shape_for(&PORTABLE, (few + 1, 4096), zen3_l2, l3), (PORTABLE.kc, PORTABLE.nc));
+        assert_eq!(block_shape_for(&PORTABLE, (8, 4096), Some(2 << 20), l3), (256, 1024));
     }
 
     #[test]

@@ -75,7 +75,7 @@ macro_rules! packed_kernel {
                     unsafe { $small(alpha, a, b, beta, c) };
                     Ok(())
                 } else if vector::applies(m, n) {
-                    let kc = packed::sum_depth(&$uk, k);
+                    let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: as above, for `vector`.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
                 } else {

@@ -101,9 +101,9 @@ pub fn gemm(
     c: &mut MatMut,
 ) -> Result<()> {
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
-    let nc_target = super::cache::block_shape(uk).1;
+    let nc_target = super::cache::block_shape(uk, c.rows, c.cols).1;
     let nc = balanced_nc(c.cols, nc_target, uk.nr);
-    let kc = sum_depth(uk, a.cols);
+    let kc = sum_depth(uk, c.rows, a.cols);
     let depth = kc * sums_per_block(threads, nc_target, nc);
     // Each thread packs one run of consecutive panels of every B block.
     let group = (nc / uk.nr).div_ceil(threads);
@@ -569,10 +569,10 @@ fn sums_per_block(threads: usize, nc_target: usize, nc: usize) -> usize {
 /// The deepest block of B, in sums of `kc`: a task packs its panel of A to the whole depth.
 const MAX_SUMS_PER_BLOCK: usize = 4;
 
-/// The depth of the sums that each tile of `C` receives in a product of depth `k` with `uk` on
-/// this CPU, in order: [`balanced_kc`] of the depth of a block of `B`.
-pub(super) fn sum_depth(uk: &Microkernel, k: usize) -> usize {
-    balanced_kc(k, super::cache::block_shape(uk).0)
+/// The depth of the sums that each tile of `C` receives in a product of `m` rows and depth `k`
+/// with `uk` on this CPU, in order: [`balanced_kc`] of the depth of a block of `B`.
+pub(super) fn sum_depth(uk: &Microkernel, m: usize, k: usize) -> usize {
+    balanced_kc(k, super::cache::block_shape(uk, m, 0).0)
 }
 
 /// The depth of the `k` blocks: at most `kc_max`, and equal, so that no block is a sliver.
