@@ -94,11 +94,18 @@ impl Product {
 fn packed_kernels_give_the_same_bits_on_any_thread_count() {
     // Each tile of C is computed by one task in the same order whatever the thread count, so
     // the results must be identical, not merely close; this also runs the row-block split with
-    // more threads than this machine has cores. The second product has few panels of rows,
-    // so its threads share strips of the columns instead. The first and third are narrower than
-    // a block of B, so their threads pack blocks of several sums each (the third's last block
-    // is shallower), where one thread packs one sum per block.
-    for product in [Product::new(1000, 257, 700), Product::new(20, 1500, 300), Product::new(100, 64, 1500)] {
+    // more threads than this machine has cores. The second and fourth products have few panels
+    // of rows, so their threads share strips of the columns instead, and (where B streams from
+    // L3) pack blocks of whole rows of B, 256 deep: two sums and four. The first and third are
+    // narrower than a block of B, so their threads pack blocks of several sums each (the third's
+    // last block is shallower), where one thread packs one sum per block.
+    let products = [
+        Product::new(1000, 257, 700),
+        Product::new(20, 1500, 300),
+        Product::new(100, 64, 1500),
+        Product::new(8, 700, 1000),
+    ];
+    for product in products {
         for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
             let one = product.run(kernel.name, 1, 0.5, 2.0);
             for threads in [2, 3, 8] {
