@@ -21,11 +21,11 @@
 //! - **Few rows**, where `B` would stream from L3. A product of at most [`FEW_ROW_PANELS`]
 //!   panels of `A` reads each packed value of `B` only that many times, so the pass that packs
 //!   `B` (a read from memory, a write into the block) is a large share of its time, and what
-//!   that pass costs depends on the block: written into a block of `1024 x 2048` (8 MB), it took
-//!   twice as long as reading `B`; into a block of whole rows of `B`, at most a few MB, little
-//!   more than the read. So the block spans the width of `C` (its rows of `B` one run in
-//!   memory) and is `L2_KC` deep, at most half the L3. Each tile of `C` then receives sums of
-//!   `L2_KC` steps instead of `kc`: `C` is small, and its extra passes cheap.
+//!   that pass costs depends on the block: writing a block of several MB that the L3 does not
+//!   keep costs as much again as reading `B`, while a block of whole rows of `B`, a few MB,
+//!   costs little more than the read. So the block spans the width of `C` (its rows of `B` one
+//!   run in memory) and is `L2_KC` deep, at most half the L3. Each tile of `C` then receives
+//!   sums of `L2_KC` steps instead of `kc`: `C` is small, and its extra passes cheap.
 //!
 //! The cache sizes come from Linux's `/sys/devices/system/cpu/cpu0/cache`, else from `cpuid`
 //! (leaf 4 on Intel, 0x8000001D on AMD); an unknown L2 takes the second rule, an unknown L3 leaves

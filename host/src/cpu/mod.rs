@@ -116,13 +116,45 @@ pub const CPU_KERNELS: &[CpuKernel] = &[
     ),
 ];
 
-/// A test operand: a view of `rows x cols` in `layout` with three spare values per line and two
-/// spare lines, and its buffer, of values in `[-1, 1.75]` that `salt` varies.
+/// A test product's operands: `A` (`m x k`) and `B` (`k x n`) in the given layouts and a
+/// row-major `C`, each inside a larger buffer (three spare values per line, two spare lines) of
+/// values in `[-1, 1.75]`; `C` is NaN throughout when `beta == 0`, where it must not be read.
 #[cfg(test)]
-pub(crate) fn test_view(layout: Layout, rows: usize, cols: usize, salt: usize) -> (Vec<f32>, usize) {
-    let ld = layout.extents(rows, cols).0 + 3;
-    let len = ld * (layout.extents(rows, cols).1 + 2);
-    ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.0).collect(), ld)
+pub(crate) struct TestOperands {
+    shape: (usize, usize, usize),
+    a: (Vec<f32>, usize, Layout),
+    b: (Vec<f32>, usize, Layout),
+    /// `C`'s buffer before the product.
+    pub c0: Vec<f32>,
+    pub ldc: usize,
+}
+
+#[cfg(test)]
+impl TestOperands {
+    pub(crate) fn new((m, n, k): (usize, usize, usize), (la, lb): (Layout, Layout), beta: f32) -> Self {
+        // A view of `rows x cols` in `layout`, and its buffer, of values that `salt` varies.
+        let view = |layout: Layout, rows: usize, cols: usize, salt: usize| {
+            let ld = layout.extents(rows, cols).0 + 3;
+            let len = ld * (layout.extents(rows, cols).1 + 2);
+            ((0..len).map(|i| ((i * 7 + salt * 13) % 23) as f32 / 8.0 - 1.0).collect::<Vec<f32>>(), ld)
+        };
+        let ((a, lda), (b, ldb)) = (view(la, m, k, 1), view(lb, k, n, 2));
+        let (mut c0, ldc) = view(Layout::RowMajor, m, n, 3);
+        if beta == 0.0 {
+            c0.iter_mut().for_each(|x| *x = f32::NAN);
+        }
+        TestOperands { shape: (m, n, k), a: (a, lda, la), b: (b, ldb, lb), c0, ldc }
+    }
+
+    pub(crate) fn a(&self) -> MatRef<'_> {
+        let (m, _, k) = self.shape;
+        MatRef { data: &self.a.0, rows: m, cols: k, ld: self.a.1, layout: self.a.2 }
+    }
+
+    pub(crate) fn b(&self) -> MatRef<'_> {
+        let (_, n, k) = self.shape;
+        MatRef { data: &self.b.0, rows: k, cols: n, ld: self.b.1, layout: self.b.2 }
+    }
 }
 
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.

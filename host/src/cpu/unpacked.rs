@@ -201,8 +201,8 @@ pub const PORTABLE: UnpackedFn = portable_4x8;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::TestOperands;
     use crate::cpu::microkernel::{self, Microkernel};
-    use crate::cpu::test_view as view;
 
     /// Each instruction set this CPU has: its unpacked kernel beside its packed microkernel.
     fn kernels() -> Vec<(UnpackedFn, Microkernel)> {
@@ -221,15 +221,9 @@ mod tests {
             // and without a full tile beside them; k within one packed block.
             for (m, n, k) in [(1, 1, 1), (7, 5, 3), (9, 17, 8), (13, 33, 31), (17, 40, 64), (3, 70, 5)] {
                 for (la, lb, beta) in [(0, 0, 0.0), (1, 0, 0.5), (0, 1, 1.0), (1, 1, -2.0)] {
-                    let (a_data, lda) = view(layouts[la], m, k, 1);
-                    let (b_data, ldb) = view(layouts[lb], k, n, 2);
-                    let a = MatRef { data: &a_data, rows: m, cols: k, ld: lda, layout: layouts[la] };
-                    let b = MatRef { data: &b_data, rows: k, cols: n, ld: ldb, layout: layouts[lb] };
                     // C row-major inside a larger buffer; NaN where beta == 0 must not read.
-                    let (mut c0, ldc) = view(Layout::RowMajor, m, n, 3);
-                    if beta == 0.0 {
-                        c0.iter_mut().for_each(|x| *x = f32::NAN);
-                    }
+                    let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
                     let (mut unpacked, mut packed) = (c0.clone(), c0.clone());
                     let mut c = MatMut::new(&mut unpacked, m, n, ldc);
                     // SAFETY: `uk` was detected, and `small` shares its instruction set.

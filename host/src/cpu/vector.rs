@@ -365,7 +365,7 @@ vector!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::test_view as view;
+    use crate::cpu::TestOperands;
     use crate::matrix::Layout;
 
     /// Each instruction set this CPU has.
@@ -395,14 +395,8 @@ mod tests {
                 for (la, lb, alpha, beta) in
                     [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
                 {
-                    let (a_data, lda) = view(layouts[la], m, k, 1);
-                    let (b_data, ldb) = view(layouts[lb], k, n, 2);
-                    let a = MatRef { data: &a_data, rows: m, cols: k, ld: lda, layout: layouts[la] };
-                    let b = MatRef { data: &b_data, rows: k, cols: n, ld: ldb, layout: layouts[lb] };
-                    let (mut c0, ldc) = view(Layout::RowMajor, m, n, 3);
-                    if beta == 0.0 {
-                        c0.iter_mut().for_each(|x| *x = f32::NAN);
-                    }
+                    let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
                     let case = format!("{name} {m}x{n}x{k} {:?} {:?} beta {beta}", layouts[la], layouts[lb]);
                     let mut first: Option<Vec<f32>> = None;
                     for threads in [1, 2, 3] {
