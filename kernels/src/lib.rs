@@ -88,7 +88,7 @@ pub mod ladder {
     pub mod wide_tile;
 }
 
-pub use infra::launch::{KernelSpec, Module};
+pub use infra::launch::{KernelSpec, Module, Shapes};
 
 /// Every GEMM kernel, in ladder order. The host's registry, the CLI, the tests and the
 /// benchmarks iterate this list: a new kernel is one module plus one row here.

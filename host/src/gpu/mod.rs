@@ -30,8 +30,8 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{few_rows, small_tile, specialized, vector};
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
+use sgemm_kernels::production::{few_rows, small_tile, specialized, vector, warpgroup};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Shapes};
 
 use crate::batch::Strided;
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
@@ -199,10 +199,10 @@ pub const STRICT_KERNEL: &str = split_k::SPEC.name;
 /// kernel's 128 x 128 tiles (see [`Gpu::chosen_for`]): `f32` FMAs on 64 x 64 tiles.
 pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 
-/// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: below
-/// it the tensor-core kernel's pipeline has too few steps to pay for itself (the crossing is
-/// measured in `docs/performance-notes.md`).
-pub const SMALL_K: usize = 128;
+/// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: less
+/// than one `K` tile of the tensor-core kernel, whose products would then be partly padding
+/// (the crossing is measured in `docs/performance-notes.md`).
+pub const SMALL_K: usize = warpgroup::BK as usize - 1;
 
 /// The most rows of a single product the tall variant of `few_rows` computes: two rows of its
 /// tiles, which read `B` once between them when they run together (measured against the small
@@ -413,13 +413,14 @@ impl Gpu {
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
     /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
-    ///   device has it, except on a small inner dimension (`k <=` [`SMALL_K`]), where its
-    ///   pipeline has too few steps to pay for itself; [`STRICT_KERNEL`] otherwise and under
-    ///   [`Precision::Strict`];
+    ///   device has it, except on an inner dimension shallower than one of its `K` tiles
+    ///   (`k <=` [`SMALL_K`]); [`STRICT_KERNEL`] otherwise and under [`Precision::Strict`];
     /// - but [`SMALL_TILE_KERNEL`] (`f32` FMAs on 64 x 64 tiles) instead of that tile kernel
-    ///   when the larger tiles would compute at least twice the outputs `C` has (a side of at
-    ///   most 64), or when its blocks, counting the whole batch and the K slices split-K would
-    ///   add, fill less than two fifths of the GPU's resident slots for it.
+    ///   when the larger tiles would compute at least twice the outputs that the small tiles
+    ///   compute (more than twice for the tensor-core kernel, whose rate is about twice theirs:
+    ///   so a side of 64 goes to the small tile under [`STRICT_KERNEL`], and both sides of at
+    ///   most 64 under either), or when its blocks, counting the whole batch and the K slices
+    ///   split-K would add, fill less than two fifths of the GPU's resident slots for it.
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
@@ -450,7 +451,14 @@ impl Gpu {
             let (tm, tn) = (spec.tile.0 as usize, spec.tile.1 as usize);
             m.next_multiple_of(tm) * n.next_multiple_of(tn)
         };
-        let wasteful = padded(&tiled.spec) >= 2 * padded(&small.spec);
+        // An `f32` FMA tile kernel gives way to the small tile from twice the outputs on; the
+        // tensor-core kernel, at about twice the small tile's rate, only past twice.
+        let (tiled_padded, small_padded) = (padded(&tiled.spec), padded(&small.spec));
+        let wasteful = if policy == loaded.strict {
+            tiled_padded >= 2 * small_padded
+        } else {
+            tiled_padded > 2 * small_padded
+        };
         let slices = if batch == 1 { self.k_slices(tiled, m, n, k) } else { 1 };
         let blocks = tiles(&tiled.spec, m, n).saturating_mul(batch).saturating_mul(slices);
         if wasteful || 5 * blocks < 2 * self.slots(tiled) { small } else { tiled }
@@ -626,8 +634,10 @@ impl Gpu {
 
     /// How many K slices [`split_k`] cuts an `m x n x k` GEMM into.
     ///
-    /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks): splitting
-    /// a full grid only adds the partials' traffic. Below that, the slice count whose waves are
+    /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks; for the
+    /// matrix-vector kernels, whose block of 32 warps with sixteen loads in flight each keeps
+    /// an SM's share of memory traffic going on its own, a block per SM): splitting a full
+    /// grid only adds the partials' traffic and the reduction's launch. Below that, the slice count whose waves are
     /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least as
     /// deep as the kernel allows ([`KernelSpec::k_slices`]: the tile kernels' tile height, so
     /// that a slice's block computes at least a cube, and a kernel of smaller tiles takes
@@ -635,8 +645,12 @@ impl Gpu {
     /// does not split.
     pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
+        let slots = match spec.shapes {
+            Shapes::Vector => self.loaded.info.sm_count as usize,
+            Shapes::Any | Shapes::FewRows(_) => self.slots(kernel),
+        };
         match spec.k_slices {
-            Some(shallowest) => slice_count(tiles(spec, m, n), self.slots(kernel), k, shallowest as usize),
+            Some(shallowest) => slice_count(tiles(spec, m, n), slots, k, shallowest as usize),
             None => 1,
         }
     }

@@ -16,11 +16,15 @@
 //!   times the blocks, each with a quarter of the work a row. The host gives it only columns
 //!   too short for two of `SPEC`'s blocks per SM (`Gpu::chosen_for`).
 //!
+//! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
+//! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
+//! partials in order (`split_k`'s reduction).
+//!
 //! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
-//! sum. The partial sums of an output are then added pairwise: through shared memory, or for
-//! `COLUMN_SPEC` in registers across each warp (butterfly shuffles) and then the row's 4 warp
-//! sums. Both shorten the chains of additions an output's rounding errors accumulate along (a
+//! sum. The partial sums of an output are then added pairwise: for a column in registers across
+//! each warp (butterfly shuffles; for `COLUMN_SPEC` then the row's 4 warp sums), for a row
+//! through shared memory. Both shorten the chains of additions an output's rounding errors accumulate along (a
 //! chain's error grows with its length), and both are fixed orders, so the result does not vary
 //! from run to run. `C` is not read when `beta == 0`.
 
@@ -29,8 +33,14 @@ use crate::infra::launch::{KernelSpec, Module, Shapes};
 /// Outputs per block, threads per output.
 const LANES: u32 = 32;
 
+/// The shallowest K slice the host gives a block when the outputs' blocks do not fill the GPU
+/// (`Gpu::k_slices`): a full group of loads ahead for each of [`COLUMN_SPEC`]'s 128 threads of
+/// a row.
+const SLICE: u32 = 2048;
+
 /// Launch configuration of [`sgemm_vector`](self): `tile` covers 32 outputs either way (32
-/// rows of a column, or 32 columns of a row), so `grid(m, n)` is right for both.
+/// rows of a column, or 32 columns of a row), so `grid(m, n)` is right for both; `K` is split
+/// across blocks (slices of at least [`SLICE`]) when they do not fill the GPU.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "vector",
     entry: "sgemm_vector",
@@ -40,7 +50,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (LANES, LANES),
     smem_bytes: LANES * (LANES + 1) * 4,
     min_blocks_per_sm: 0,
-    k_slices: None,
+    k_slices: Some(SLICE),
     vec4_only: false,
     arch: None,
     module: Module::Production,
@@ -51,7 +61,7 @@ pub const SPEC: KernelSpec = KernelSpec {
 const COLUMN_ROWS: u32 = 8;
 
 /// Launch configuration of [`sgemm_vector_column`](self): 8 rows of a column (`n == 1` only)
-/// a block.
+/// a block, `K` split as for [`SPEC`].
 pub const COLUMN_SPEC: KernelSpec = KernelSpec {
     name: "vector_column",
     entry: "sgemm_vector_column",
@@ -127,29 +137,45 @@ mod device_code {
         xs[0]
     }
 
+    /// The 32 partials of a warp summed pairwise in registers, in [`pairwise_sum`]'s order:
+    /// lane 0 ends with `((x0 + x1) + (x2 + x3)) + ...` (the other lanes with the same sum in
+    /// other orders).
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it.
+    #[inline(always)]
+    unsafe fn warp_pairwise_sum(mut x: f32) -> f32 {
+        for mask in [1, 2, 4, 8, 16] {
+            // SAFETY: the whole warp is here (the caller's contract).
+            x += unsafe { shfl_bfly_f32(x, mask) };
+        }
+        x
+    }
+
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m == 1` or `n == 1`,
     /// launched with [`SPEC`].
     unsafe fn vector(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let (tx, ty) = (thread_x(), thread_y());
         let partials = dynamic_shared_f32();
         let at = |row: u32, col: u32| row as usize * (LANES + 1) as usize + col as usize;
-        // SAFETY: every read is guarded to A's m x k and B's k x n; the shared array is
-        // LANES x (LANES + 1), written at (ty, tx) and read after the barrier.
+        // SAFETY: every read is guarded to A's m x k and B's k x n; a column's warps run their
+        // shuffles whole (a warp shares its row); a row's shared array is LANES x (LANES + 1),
+        // written at (ty, tx) and read after the barrier.
         unsafe {
             if n == 1 {
+                // A warp per row: its partials summed in registers, no barrier.
                 let row = block_y() * LANES + ty;
-                let sum = if row < m {
-                    strided_dot::<LANES>(tx, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
-                } else {
-                    0.0
-                };
-                *partials.add(at(ty, tx)) = sum;
-                sync_threads();
-                if tx == 0 && row < m {
-                    let total = pairwise_sum::<{ LANES as usize }>(core::array::from_fn(|lane| {
-                        *partials.add(at(ty, lane as u32))
-                    }));
-                    update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
+                if row < m {
+                    let sum = strided_dot::<LANES>(
+                        tx,
+                        k,
+                        |p| a.add(offset(row, p, lda)),
+                        |p| b.add(offset(p, 0, ldb)),
+                    );
+                    let total = warp_pairwise_sum(sum);
+                    if tx == 0 {
+                        update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
+                    }
                 }
             } else {
                 let col = block_x() * LANES + tx;
@@ -182,16 +208,12 @@ mod device_code {
         // sum per warp, written by its lane 0 and read after the barrier; every lane of a warp
         // runs the shuffles (a warp's threads share their row).
         unsafe {
-            let mut sum = if row < m {
+            let sum = if row < m {
                 strided_dot::<ROW_THREADS>(q, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
             } else {
                 0.0
             };
-            // The warp's 32 partials summed pairwise in registers: lane 0 ends with
-            // ((x0 + x1) + (x2 + x3)) + ...
-            for mask in [1, 2, 4, 8, 16] {
-                sum += shfl_bfly_f32(sum, mask);
-            }
+            let sum = warp_pairwise_sum(sum);
             if tx == 0 {
                 *warp_sums.add(ty as usize) = sum;
             }

@@ -48,7 +48,7 @@ use crate::infra::launch::{KernelSpec, Module, Shapes};
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 pub(crate) const BM: u32 = 128;
 pub(crate) const BN: u32 = 128;
-pub(crate) const BK: u32 = 32;
+pub const BK: u32 = 32;
 /// Threads per block: two warpgroups.
 pub(crate) const THREADS: u32 = 256;
 /// Raw tiles in flight or being split.
