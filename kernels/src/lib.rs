@@ -48,14 +48,16 @@ pub mod infra {
 /// Hopper's `wgmma`, warp-specialized, over the loops of `warpgroup`, which is selectable by
 /// name; with the exact `scaling` that keeps it accurate over the whole f32 range, run only
 /// where the `window` check finds data that needs it),
-/// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128), `vector`
-/// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all three f32 FMAs.
+/// `small_tile` (64 x 64 tiles for products too small for the others' 128 x 128) and
+/// `tiny_tile` (32 x 32, for batches of small members that leave SMs idle even so), `vector`
+/// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all four f32 FMAs.
 pub mod production {
     pub mod few_rows;
     pub mod scaling;
     pub mod small_tile;
     pub mod specialized;
     pub mod split_k;
+    pub mod tiny_tile;
     pub mod vector;
     pub mod warpgroup;
     pub mod window;
@@ -103,6 +105,7 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     ladder::async_copy::SPEC,
     production::split_k::SPEC,
     production::small_tile::SPEC,
+    production::tiny_tile::SPEC,
     ladder::wide_tile::SPEC,
     ladder::pipelined::SPEC,
     ladder::tensor_core::SPEC,

@@ -30,7 +30,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{few_rows, small_tile, specialized, vector, warpgroup};
+use sgemm_kernels::production::{few_rows, small_tile, specialized, tiny_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Shapes};
 
 use crate::batch::Strided;
@@ -156,8 +156,9 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
-    /// Index into `production` of [`SMALL_TILE_KERNEL`].
+    /// Indices into `production` of [`SMALL_TILE_KERNEL`] and [`TINY_TILE_KERNEL`].
     small_tile: usize,
+    tiny_tile: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variant
     /// for a column of few rows.
     vector: GpuKernel,
@@ -198,6 +199,9 @@ pub const STRICT_KERNEL: &str = split_k::SPEC.name;
 /// The kernel either policy runs instead of its tile kernel for products too small for that
 /// kernel's 128 x 128 tiles (see [`Gpu::chosen_for`]): `f32` FMAs on 64 x 64 tiles.
 pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
+/// The kernel either policy runs instead of [`SMALL_TILE_KERNEL`] where even its 64 x 64 tiles
+/// leave most SMs idle (see [`Gpu::chosen_for`]): `f32` FMAs on 32 x 32 tiles.
+pub const TINY_TILE_KERNEL: &str = tiny_tile::SPEC.name;
 
 /// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: less
 /// than one `K` tile of the tensor-core kernel, whose products would then be partly padding
@@ -283,7 +287,8 @@ impl Gpu {
             sass: is_sass,
         };
         let position = |name: &str| production.iter().position(|k| k.spec.name == name);
-        // `split_k` and `small_tile` name no architecture, so every production module has them.
+        // `split_k`, `small_tile` and `tiny_tile` name no architecture, so every production
+        // module has them.
         let required = |name: &str| {
             position(name).ok_or_else(|| Error::UnknownKernel {
                 name: name.into(),
@@ -291,7 +296,8 @@ impl Gpu {
                 available: production.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
             })
         };
-        let (strict, small_tile) = (required(STRICT_KERNEL)?, required(SMALL_TILE_KERNEL)?);
+        let (strict, small_tile, tiny_tile) =
+            (required(STRICT_KERNEL)?, required(SMALL_TILE_KERNEL)?, required(TINY_TILE_KERNEL)?);
         let accurate = position(ACCURATE_KERNEL).unwrap_or(strict);
         let loaded = Loaded {
             stream,
@@ -301,6 +307,7 @@ impl Gpu {
             accurate,
             strict,
             small_tile,
+            tiny_tile,
             vector,
             vector_column,
             few_rows,
@@ -420,7 +427,10 @@ impl Gpu {
     ///   compute (more than twice for the tensor-core kernel, whose rate is about twice theirs:
     ///   so a side of 64 goes to the small tile under [`STRICT_KERNEL`], and both sides of at
     ///   most 64 under either), or when its blocks, counting the whole batch and the K slices
-    ///   split-K would add, fill less than two fifths of the GPU's resident slots for it.
+    ///   split-K would add, fill less than two fifths of the GPU's resident slots for it;
+    /// - and [`TINY_TILE_KERNEL`] (`f32` FMAs on 32 x 32 tiles) instead of the small tile when
+    ///   the small tile's blocks, counted the same way, leave more than three quarters of the
+    ///   SMs without one.
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
@@ -459,9 +469,18 @@ impl Gpu {
         } else {
             tiled_padded > 2 * small_padded
         };
-        let slices = if batch == 1 { self.k_slices(tiled, m, n, k) } else { 1 };
-        let blocks = tiles(&tiled.spec, m, n).saturating_mul(batch).saturating_mul(slices);
-        if wasteful || 5 * blocks < 2 * self.slots(tiled) { small } else { tiled }
+        // Blocks of a kernel's grid: the whole batch, and the K slices split-K would add.
+        let blocks = |kernel: &GpuKernel| {
+            let slices = if batch == 1 { self.k_slices(kernel, m, n, k) } else { 1 };
+            tiles(&kernel.spec, m, n).saturating_mul(batch).saturating_mul(slices)
+        };
+        if !wasteful && 5 * blocks(tiled) >= 2 * self.slots(tiled) {
+            tiled
+        } else if 4 * blocks(small) < loaded.info.sm_count as usize {
+            &loaded.production[loaded.tiny_tile]
+        } else {
+            small
+        }
     }
 
     /// Resident blocks of `kernel` the GPU holds at once (`SMs x blocks per SM`).
