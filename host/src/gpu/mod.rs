@@ -656,12 +656,12 @@ impl Gpu {
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks; for the
     /// matrix-vector kernels, whose block of 32 warps with sixteen loads in flight each keeps
     /// an SM's share of memory traffic going on its own, a block per SM): splitting a full
-    /// grid only adds the partials' traffic and the reduction's launch. Below that, the slice count whose waves are
-    /// fullest (`blocks / (waves x slots)`, the fewest slices on a tie), each slice at least as
-    /// deep as the kernel allows ([`KernelSpec::k_slices`]: the tile kernels' tile height, so
-    /// that a slice's block computes at least a cube, and a kernel of smaller tiles takes
-    /// shallower slices, with shorter chains of additions per output). One for a kernel that
-    /// does not split.
+    /// grid only adds the partials' traffic and the reduction's launch. Below that, the slice
+    /// count whose waves are fullest (`blocks / (waves x slots)`, the fewest slices on a tie),
+    /// each slice at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x
+    /// 128 kernels' tile height, so that a slice's block computes at least a cube, 64 for the
+    /// small and tiny tiles, whose shallower slices give shorter chains of additions per
+    /// output). One for a kernel that does not split.
     pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
         let slots = match spec.shapes {
