@@ -46,11 +46,11 @@
 //!
 //! Edges need no code of their own: panels are zero-padded to `MR` rows and `NR` columns by the
 //! packing, and the caller points a partial tile at a scratch tile instead of `C`
-//! ([`packed`](super::packed)). One thing is spared them: a last panel of `B` at most half full
-//! goes through the same kernel instantiated half as wide ([`Microkernel::narrow`]), so that its
-//! zero half is not multiplied. At n = 1000 (a last panel 8 columns wide; 1024 columns computed
-//! before, 1008 with it) that read 0.990-0.999 of the best peer against 0.976-0.979 on one thread,
-//! and 0.999-1.002 against 0.983-0.985 on two (alternating runs, three each).
+//! ([`packed`](super::packed)). Two things are spared them, so that zeros are not multiplied:
+//! a last panel of `B` at most half full goes through the same kernel instantiated half as
+//! wide ([`Microkernel::narrow`]), and a last panel of `A` with `h < MR` rows of `C` through
+//! the kernel instantiated `h` rows tall ([`Microkernel::short`]), which reads the same panel.
+//! (What each measured is in `docs/performance-notes.md`.)
 
 // A microkernel takes its operands as plain arguments, in registers, as BLIS's do: eight of them.
 #![allow(clippy::too_many_arguments)]
@@ -110,6 +110,10 @@ pub struct Microkernel {
     /// for the last panel of a block when at most half of it is columns of `B`: the zero columns
     /// of its other half are not multiplied. `None` for a kernel one vector wide.
     pub narrow: Option<MicrokernelFn>,
+    /// `short[h - 1]`: the same kernel on the first `h < MR` rows of each `A` panel (an
+    /// `h x NR` tile; `c` points at `h` rows), for the last panel of `A` when `C`'s rows end
+    /// inside it: the panel's zero rows are not multiplied.
+    pub short: &'static [MicrokernelFn],
     /// Whether this CPU has the instruction set.
     pub detected: fn() -> bool,
     /// [`pack_a`] for `MR`.
@@ -119,29 +123,35 @@ pub struct Microkernel {
 }
 
 impl Microkernel {
-    /// The `MR x NR` kernel `run` and its `narrow` half, with the packing for that shape.
+    /// The `MR x NR` kernel `run`, its `narrow` half and its `short` heights, with the packing
+    /// for that shape.
     const fn new<const MR: usize, const NR: usize>(
         kc: usize,
         nc: usize,
         run: MicrokernelFn,
         narrow: Option<MicrokernelFn>,
+        short: &'static [MicrokernelFn],
         detected: fn() -> bool,
     ) -> Self {
+        assert!(short.len() + 1 == MR, "a short kernel for every height below MR");
         let (pack_a, pack_b) = (pack_a::<MR>, pack_b::<NR>);
-        Microkernel { mr: MR, nr: NR, kc, nc, run, narrow, detected, pack_a, pack_b }
+        Microkernel { mr: MR, nr: NR, kc, nc, run, narrow, short, detected, pack_a, pack_b }
     }
 }
 
 /// The register-tile outer product, generic over the instruction set: `MR` rows by `NV` vectors,
-/// from a packed `B` panel of `B_ROW` values a row (`NV * S::LANES`, or more for a narrow tile),
-/// its `kc` loop unrolled `UNROLL` times (`UNROLL >= 1`).
+/// from a packed `A` panel of `A_COL` values a column (`MR`, or more for a short tile) and a
+/// packed `B` panel of `B_ROW` values a row (`NV * S::LANES`, or more for a narrow tile), its
+/// `kc` loop unrolled `UNROLL` times (`UNROLL >= 1`).
 ///
 /// # Safety
-/// As [`MicrokernelFn`], with `MR` rows, `NR = B_ROW` and a tile `NV * S::LANES` wide.
+/// As [`MicrokernelFn`], with `MR` rows of `C`, panels of `A_COL` and `B_ROW`, and a tile
+/// `NV * S::LANES` wide.
 #[inline(always)]
 unsafe fn outer_product<
     S: Simd,
     const MR: usize,
+    const A_COL: usize,
     const NV: usize,
     const B_ROW: usize,
     const UNROLL: usize,
@@ -191,11 +201,11 @@ unsafe fn outer_product<
                 let groups = (end - p) / UNROLL;
                 for g in 0..groups {
                     for u in 0..UNROLL {
-                        step::<S, MR, NV, B_ROW>(&mut acc, a, b, p + g * UNROLL + u);
+                        step::<S, MR, A_COL, NV, B_ROW>(&mut acc, a, b, p + g * UNROLL + u);
                     }
                 }
                 for q in p + groups * UNROLL..end {
-                    step::<S, MR, NV, B_ROW>(&mut acc, a, b, q);
+                    step::<S, MR, A_COL, NV, B_ROW>(&mut acc, a, b, q);
                 }
                 p = end;
             }
@@ -210,7 +220,7 @@ unsafe fn outer_product<
 /// # Safety
 /// As [`outer_product`], with `p < kc`.
 #[inline(always)]
-unsafe fn step<S: Simd, const MR: usize, const NV: usize, const B_ROW: usize>(
+unsafe fn step<S: Simd, const MR: usize, const A_COL: usize, const NV: usize, const B_ROW: usize>(
     acc: &mut [[S::V; NV]; MR],
     a: *const f32,
     b: *const f32,
@@ -223,7 +233,7 @@ unsafe fn step<S: Simd, const MR: usize, const NV: usize, const B_ROW: usize>(
         for line in (0..NV * S::LANES).step_by(LINE_FLOATS) {
             prefetch(b_row.wrapping_add(B_LEAD * B_ROW + line));
         }
-        let a_col = a.add(p * MR);
+        let a_col = a.add(p * A_COL);
         let bv: [S::V; NV] = std::array::from_fn(|v| S::load(b_row.add(v * S::LANES)));
         rank_one_update::<S, MR, NV>(acc, &bv, |r| *a_col.add(r));
     }
@@ -282,9 +292,10 @@ pub(super) unsafe fn update_c<S: Simd, const MR: usize, const NV: usize, const E
     }
 }
 
-/// Defines `$name`, a [`MicrokernelFn`]: [`outer_product`] for `$simd` at `$mr` rows by `$nv`
-/// vectors of `B` panels `$nr` wide, its `kc` loop unrolled `$u` times, compiled under `$attr`
-/// (the instruction set's `target_feature`, which the inlined body inherits).
+/// Defines `$name`, a [`MicrokernelFn`]: [`outer_product`] for `$simd` at `$mr` rows of `A`
+/// panels `$mr` tall by `$nv` vectors of `B` panels `$nr` wide, its `kc` loop unrolled `$u`
+/// times, compiled under `$attr` (the instruction set's `target_feature`, which the inlined
+/// body inherits); and, with `short`, `$name::<H>` at the first `H` rows of those panels.
 macro_rules! entry {
     ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal of $nr:literal, unrolled $u:literal) => {
         $(#[$attr])*
@@ -298,33 +309,106 @@ macro_rules! entry {
             ldc: usize,
             warm: &[*const f32],
         ) {
-            unsafe { outer_product::<$simd, $mr, $nv, $nr, $u>(kc, a, b, alpha, beta, c, ldc, warm) }
+            unsafe { outer_product::<$simd, $mr, $mr, $nv, $nr, $u>(kc, a, b, alpha, beta, c, ldc, warm) }
+        }
+    };
+    ($(#[$attr:meta])* short $name:ident: $simd:ty, of $mr:literal x $nv:literal of $nr:literal, unrolled $u:literal) => {
+        $(#[$attr])*
+        unsafe fn $name<const H: usize>(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            alpha: f32,
+            beta: f32,
+            c: *mut f32,
+            ldc: usize,
+            warm: &[*const f32],
+        ) {
+            unsafe { outer_product::<$simd, H, $mr, $nv, $nr, $u>(kc, a, b, alpha, beta, c, ldc, warm) }
         }
     };
 }
 
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2 of 32, unrolled 1);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x16: Avx512, 8 x 1 of 32, unrolled 1);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] short avx512_short: Avx512, of 8 x 2 of 32, unrolled 1);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2 of 16, unrolled 4);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x8: Avx2, 6 x 1 of 16, unrolled 4);
+entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] short avx2_short: Avx2, of 6 x 2 of 16, unrolled 4);
 entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
+entry!(short portable_short: Portable, of 4 x 1 of 8, unrolled 1);
 
 /// AVX-512F, `8 x 32`. `kc = 1024` ([`packed`](super::packed) says why; with `8 x 32`, 512 measured
 /// 0.97-0.98 of it at n = 1024 on one thread).
 #[cfg(target_arch = "x86_64")]
 pub const AVX512: Microkernel =
-    Microkernel::new::<8, 32>(1024, 2048, avx512_8x32, Some(avx512_8x16), Avx512::detected);
+    Microkernel::new::<8, 32>(1024, 2048, avx512_8x32, Some(avx512_8x16), AVX512_SHORT, Avx512::detected);
+#[cfg(target_arch = "x86_64")]
+const AVX512_SHORT: &[MicrokernelFn] = &[
+    avx512_short::<1>,
+    avx512_short::<2>,
+    avx512_short::<3>,
+    avx512_short::<4>,
+    avx512_short::<5>,
+    avx512_short::<6>,
+    avx512_short::<7>,
+];
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape). `kc = 1024` like the AVX-512 kernel: in turns at n =
 /// 512-4096 on one and two threads, 512 measured 0.995-1.033 of 384, and 1024 1.005-1.017 of 512.
 #[cfg(target_arch = "x86_64")]
 pub const AVX2: Microkernel =
-    Microkernel::new::<6, 16>(1024, 2048, avx2_6x16, Some(avx2_6x8), Avx2::detected);
+    Microkernel::new::<6, 16>(1024, 2048, avx2_6x16, Some(avx2_6x8), AVX2_SHORT, Avx2::detected);
+#[cfg(target_arch = "x86_64")]
+const AVX2_SHORT: &[MicrokernelFn] =
+    &[avx2_short::<1>, avx2_short::<2>, avx2_short::<3>, avx2_short::<4>, avx2_short::<5>];
 
 /// Any CPU, `4 x 8`.
-pub const PORTABLE: Microkernel = Microkernel::new::<4, 8>(256, 2048, portable_4x8, None, Portable::detected);
+pub const PORTABLE: Microkernel =
+    Microkernel::new::<4, 8>(256, 2048, portable_4x8, None, PORTABLE_SHORT, Portable::detected);
+const PORTABLE_SHORT: &[MicrokernelFn] = &[portable_short::<1>, portable_short::<2>, portable_short::<3>];
 
 // Every tile fits the scratch tile that edges are computed into.
 #[cfg(target_arch = "x86_64")]
 const _: () = assert!(AVX512.mr * AVX512.nr <= MAX_TILE && AVX2.mr * AVX2.nr <= MAX_TILE);
 const _: () = assert!(PORTABLE.mr * PORTABLE.nr <= MAX_TILE);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_short_kernel_gives_the_full_kernels_rows_and_writes_no_others() {
+        let mut kernels = vec![PORTABLE];
+        #[cfg(target_arch = "x86_64")]
+        kernels.extend([AVX2, AVX512]);
+        let kc = 37;
+        for uk in kernels.into_iter().filter(|uk| (uk.detected)()) {
+            let (mr, nr) = (uk.mr, uk.nr);
+            // Packed panels of small integers: every sum is exact, so both kernels agree bit
+            // for bit whatever their order.
+            let a: Vec<f32> = (0..kc * mr).map(|i| (i % 7) as f32 - 3.0).collect();
+            let b: Vec<f32> = (0..kc * nr).map(|i| (i % 5) as f32 - 2.0).collect();
+            let ldc = nr + 3;
+            let mut full = vec![0.0f32; mr * ldc];
+            // SAFETY: the panels hold kc * MR and kc * NR values, the tile MR rows of ldc; the
+            // CPU has the instruction set (detected).
+            unsafe { (uk.run)(kc, a.as_ptr(), b.as_ptr(), 1.0, 0.0, full.as_mut_ptr(), ldc, &[]) };
+            for (h, short) in uk.short.iter().enumerate().map(|(i, f)| (i + 1, f)) {
+                let mut tile = vec![f32::NAN; mr * ldc];
+                // SAFETY: as above, on h rows.
+                unsafe { short(kc, a.as_ptr(), b.as_ptr(), 1.0, 0.0, tile.as_mut_ptr(), ldc, &[]) };
+                for r in 0..mr {
+                    for j in 0..ldc {
+                        let (got, want) = (tile[r * ldc + j], full[r * ldc + j]);
+                        if r < h && j < nr {
+                            assert_eq!(got, want, "{mr}x{nr} kernel at height {h}: ({r}, {j})");
+                        } else {
+                            assert!(got.is_nan(), "{mr}x{nr} kernel at height {h} wrote ({r}, {j})");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -45,7 +45,9 @@
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
 //! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
 //! written; a tile at most half as wide as a panel is computed by the microkernel's
-//! [`narrow`](Microkernel::narrow) half.
+//! [`narrow`](Microkernel::narrow) half, and the tiles of the last panel of `A`, where `C`'s
+//! rows end inside it, by the kernel of its height ([`short`](Microkernel::short)), straight
+//! into `C` when they are full width.
 //!
 //! The threads go through the whole product as one team ([`Team`], one rayon `broadcast` job per
 //! thread per call). For each block, each packs its run of the `B` panels, all meet at a barrier,
@@ -507,9 +509,19 @@ unsafe fn row_of_tiles(
             // SAFETY: the tile's MR rows of NR columns are the caller's (col + nr <= cols.end);
             // the panels hold kc * MR and kc * NR values; `uk` was detected by the dispatcher.
             unsafe { (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
+        } else if width == nr {
+            // The last panel of A, where C's rows end: the kernel of its height.
+            // SAFETY: as above, on the panel's `height` rows (0 < height < MR).
+            let run = uk.short[height - 1];
+            unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
         } else {
-            // A panel at most half full goes through the kernel of half the width.
-            let run = uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run);
+            // A short panel of A through the kernel of its height; else a panel of B at most
+            // half full through the kernel of half the width.
+            let run = if height < mr {
+                uk.short[height - 1]
+            } else {
+                uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run)
+            };
             // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
             unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm) };
             for i in 0..height {
