@@ -457,29 +457,16 @@ impl Gpu {
         };
         let tiled = &loaded.production[policy];
         let small = &loaded.production[loaded.small_tile];
-        let padded = |spec: &KernelSpec| {
-            let (tm, tn) = (spec.tile.0 as usize, spec.tile.1 as usize);
-            m.next_multiple_of(tm) * n.next_multiple_of(tn)
-        };
-        // An `f32` FMA tile kernel gives way to the small tile from twice the outputs on; the
-        // tensor-core kernel, at about twice the small tile's rate, only past twice.
-        let (tiled_padded, small_padded) = (padded(&tiled.spec), padded(&small.spec));
-        let wasteful = if policy == loaded.strict {
-            tiled_padded >= 2 * small_padded
-        } else {
-            tiled_padded > 2 * small_padded
-        };
-        // Blocks of a kernel's grid: the whole batch, and the K slices split-K would add.
-        let blocks = |kernel: &GpuKernel| {
-            let slices = if batch == 1 { self.k_slices(kernel, m, n, k) } else { 1 };
-            tiles(&kernel.spec, m, n).saturating_mul(batch).saturating_mul(slices)
-        };
-        if !wasteful && 5 * blocks(tiled) >= 2 * self.slots(tiled) {
-            tiled
-        } else if 4 * blocks(small) < loaded.info.sm_count as usize {
-            &loaded.production[loaded.tiny_tile]
-        } else {
-            small
+        let tensor = policy != loaded.strict;
+        let (tiled_kernel, small_kernel) = (
+            TileKernel { spec: &tiled.spec, slots: self.slots(tiled) },
+            TileKernel { spec: &small.spec, slots: self.slots(small) },
+        );
+        match tile_kernel(batch, (m, n, k), tiled_kernel, tensor, small_kernel, loaded.info.sm_count as usize)
+        {
+            Tile::Tiled => tiled,
+            Tile::Small => small,
+            Tile::Tiny => &loaded.production[loaded.tiny_tile],
         }
     }
 
@@ -668,10 +655,7 @@ impl Gpu {
             Shapes::Vector => self.loaded.info.sm_count as usize,
             Shapes::Any | Shapes::FewRows(_) => self.slots(kernel),
         };
-        match spec.k_slices {
-            Some(shallowest) => slice_count(tiles(spec, m, n), slots, k, shallowest as usize),
-            None => 1,
-        }
+        slices_of(spec, slots, m, n, k)
     }
 
     /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
@@ -1035,6 +1019,69 @@ fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
     }
 }
 
+/// [`Gpu::k_slices`] of a kernel of launch geometry `spec` that fills the GPU with `slots`
+/// blocks: 1 for a kernel that does not split, else [`slice_count`].
+fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
+    match spec.k_slices {
+        Some(shallowest) => slice_count(tiles(spec, m, n), slots, k, shallowest as usize),
+        None => 1,
+    }
+}
+
+/// A tile kernel as [`tile_kernel`] weighs it: its launch geometry and the resident blocks the
+/// GPU holds of it.
+#[derive(Clone, Copy)]
+struct TileKernel<'a> {
+    spec: &'a KernelSpec,
+    slots: usize,
+}
+
+/// The answer of [`tile_kernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tile {
+    /// The policy's tile kernel.
+    Tiled,
+    /// [`SMALL_TILE_KERNEL`].
+    Small,
+    /// [`TINY_TILE_KERNEL`].
+    Tiny,
+}
+
+/// The last rules of [`Gpu::chosen_for`], for a batch of `batch` row-major products `m x n x k`
+/// on a GPU of `sm_count` SMs: the policy's tile kernel `tiled` (`tensor`: on the tensor
+/// cores, at about twice the small tile's rate), the small tile `small`, or the tiny tile.
+/// - The tile kernel when it would not compute padding of at least twice the small tile's
+///   outputs (more than twice for the tensor-core kernel) and its blocks, counting the whole
+///   batch and the K slices split-K would add, fill at least two fifths of its resident slots.
+/// - Else the tiny tile when the small tile's blocks, counted the same way, leave more than
+///   three quarters of the SMs without one; else the small tile.
+fn tile_kernel(
+    batch: usize,
+    (m, n, k): (usize, usize, usize),
+    tiled: TileKernel,
+    tensor: bool,
+    small: TileKernel,
+    sm_count: usize,
+) -> Tile {
+    let padded = |spec: &KernelSpec| {
+        let (tm, tn) = (spec.tile.0 as usize, spec.tile.1 as usize);
+        m.next_multiple_of(tm) * n.next_multiple_of(tn)
+    };
+    let (tiled_padded, small_padded) = (padded(tiled.spec), padded(small.spec));
+    let wasteful = if tensor { tiled_padded > 2 * small_padded } else { tiled_padded >= 2 * small_padded };
+    let blocks = |kernel: TileKernel| {
+        let slices = if batch == 1 { slices_of(kernel.spec, kernel.slots, m, n, k) } else { 1 };
+        tiles(kernel.spec, m, n).saturating_mul(batch).saturating_mul(slices)
+    };
+    if !wasteful && 5 * blocks(tiled) >= 2 * tiled.slots {
+        Tile::Tiled
+    } else if 4 * blocks(small) < sm_count {
+        Tile::Tiny
+    } else {
+        Tile::Small
+    }
+}
+
 /// [`Gpu::k_slices`] for a grid of `tiles` blocks on `slots` resident ones, an inner dimension
 /// `k` and slices at least `shallowest` deep: 1 when the tiles fill the slots, else the count
 /// from 1 to [`MAX_SLICES`] whose waves are fullest (the fewest on a tie).
@@ -1073,6 +1120,43 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tile_kernels_go_where_their_tiles_and_grids_pay() {
+        use Tile::*;
+        // An H100's 132 SMs, with the blocks per SM the driver reports there.
+        let sms = 132;
+        let tensor = TileKernel { spec: &specialized::SPEC, slots: sms };
+        let ffma = TileKernel { spec: &split_k::SPEC, slots: 2 * sms };
+        let small = TileKernel { spec: &small_tile::SPEC, slots: 4 * sms };
+        for (batch, shape, on_tensor_cores, expected) in [
+            // Full grids of 128 x 128 tiles, small K included.
+            (1024, (512, 512, 64), true, Tiled),
+            (1, (4096, 4096, 16), false, Tiled),
+            (1, (4096, 4096, 64), true, Tiled),
+            // A side of 64: twice the small tile's outputs, which only the tensor cores afford.
+            (1, (4096, 64, 4096), true, Tiled),
+            (1, (4096, 64, 4096), false, Small),
+            (32, (512, 64, 512), true, Tiled),
+            // 64 x 64 members: four times the outputs.
+            (1024, (64, 64, 64), true, Small),
+            // Too few 128 x 128 blocks, enough 64 x 64 ones.
+            (32, (128, 128, 64), true, Small),
+            (1, (256, 256, 256), true, Small),
+            // Too few even of those: 32 x 32 tiles.
+            (32, (64, 64, 64), true, Tiny),
+            (8, (128, 128, 128), true, Tiny),
+            (1, (128, 128, 128), true, Tiny),
+            (1, (64, 64, 4096), true, Tiny),
+        ] {
+            let tiled = if on_tensor_cores { tensor } else { ffma };
+            assert_eq!(
+                tile_kernel(batch, shape, tiled, on_tensor_cores, small, sms),
+                expected,
+                "{batch} x {shape:?}, tensor cores: {on_tensor_cores}"
+            );
+        }
+    }
 
     #[test]
     fn thin_products_go_to_the_kernels_made_for_them() {
