@@ -41,6 +41,20 @@ pub fn block_y() -> u32 {
     unsafe { nvptx::_block_idx_y() as u32 }
 }
 
+/// `gridDim.x`.
+#[inline(always)]
+pub fn grid_x() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
+/// `gridDim.y`.
+#[inline(always)]
+pub fn grid_y() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_grid_dim_y() as u32 }
+}
+
 /// `blockIdx.z`.
 #[inline(always)]
 pub fn block_z() -> u32 {

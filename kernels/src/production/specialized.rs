@@ -98,7 +98,7 @@ mod device_code {
         wgmma_m64n128k8_tf32_rs, wgmma_m64n128k8_tf32_rs_into, wgmma_wait_group,
     };
     use crate::production::warpgroup::device_code::{
-        K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile,
+        K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile, tile_origin,
     };
     use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE};
     use crate::production::window::WindowCheck;
@@ -159,7 +159,7 @@ mod device_code {
     #[inline(always)]
     unsafe fn produce(args: &GemmArgs, base: SharedAddr, handoff: Handoff, ptid: u32) -> bool {
         let GemmArgs { n, k, .. } = *args;
-        let col0 = block_x() * BN;
+        let col0 = tile_origin().1;
         let mut copies = RawCopy::new(args, base, ptid);
 
         // The split of a raw B tile: thread ptid takes column r of the tile and the pieces c =

@@ -183,6 +183,28 @@ pub(crate) mod device_code {
         }
     }
 
+    /// Tile rows of `C` in one band of [`tile_origin`]'s order.
+    const BAND_ROWS: u64 = 8;
+
+    /// The first row and column of the tile of `C` this block computes. Blocks are numbered
+    /// in launch order (`blockIdx.x` fastest) and walk the tiles band by band, each band
+    /// [`BAND_ROWS`] tile rows tall and taken column by column, so the blocks resident at one
+    /// time (one per SM) cover a few columns of a few rows: a wave of 132 reads 8 panels of
+    /// `A` and 17 of `B` instead of (at 64 x 64 tiles) 3 of `A` and all 64 of `B`, which L2
+    /// then serves to the band's other blocks. A bijection of the grid's tiles (the last band
+    /// is as tall as the rows left); with one band row or one tile column it is the launch
+    /// order itself.
+    #[inline(always)]
+    pub(crate) fn tile_origin() -> (u32, u32) {
+        let (columns, rows) = (u64::from(grid_x()), u64::from(grid_y()));
+        let id = u64::from(block_y()) * columns + u64::from(block_x());
+        let band = id / (BAND_ROWS * columns);
+        let height = BAND_ROWS.min(rows - band * BAND_ROWS);
+        let within = id % (BAND_ROWS * columns);
+        let (row, column) = (band * BAND_ROWS + within % height, within / height);
+        (row as u32 * BM, column as u32 * BN)
+    }
+
     /// The `cp.async` copies of a block's raw tiles, `BK` deep, by a team of [`THREADS`]
     /// threads, into raw stages of `A` (`[BM][A_LD]`) and then `B` (`[BK][B_LD]`): thread `tid`
     /// copies rows `tid / 8 + 32 v` of the `A` tile, the 4-vector at `k` `tid % 8 * 4`, and
@@ -216,7 +238,7 @@ pub(crate) mod device_code {
         #[inline(always)]
         pub(crate) fn new(args: &GemmArgs, raw: SharedAddr, tid: u32) -> Self {
             let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
-            let (row0, col0) = (block_y() * BM, block_x() * BN);
+            let (row0, col0) = tile_origin();
             let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
             let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
             Self {
@@ -291,7 +313,7 @@ pub(crate) mod device_code {
         // SAFETY (every named barrier below): the team reaches each one together (the loop is
         // uniform), and the caller gives it `BAR`.
         let sync = || unsafe { bar_sync_named::<BAR, THREADS>() };
-        let col0 = block_x() * BN;
+        let col0 = tile_origin().1;
 
         let smem = dynamic_shared_f32();
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
@@ -523,7 +545,7 @@ pub(crate) mod device_code {
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
     #[inline(always)]
     pub(crate) unsafe fn store_tile(args: &GemmArgs, acc: &[f32; 64], tid: u32) {
-        let (row0, col0) = (block_y() * BM, block_x() * BN);
+        let (row0, col0) = tile_origin();
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let (g, t4) = (lane / 4, lane % 4);
         // Element 4 j + e of the fragment is at row `top + 8 (e / 2)`, column
