@@ -11,6 +11,7 @@
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
 mod batched;
+mod dependent_launch;
 mod device_matrix;
 mod pinned;
 
@@ -737,10 +738,19 @@ impl Gpu {
             c,
             ldc: ldc32,
         };
+        let config = launch_config(&reduce.spec, m32, n32, 1);
         // SAFETY: the workspace holds the slices' partials, A's and B's tails hold `m x tail`
-        // and `tail x n`, C `m x n` with ldc, apart from the others.
-        unsafe { self.launch(&reduce.function, launch_config(&reduce.spec, m32, n32, 1), &mut params) }
-            .map_err(Error::cuda("launching split_k_reduce"))
+        // and `tail x n`, C `m x n` with ldc, apart from the others. The sm_90a module's
+        // reduction waits for the slices (`griddepcontrol.wait`) before it reads a partial, so
+        // it may be launched as their dependent.
+        unsafe {
+            if self.loaded.info.module_arch == "sm_90a" {
+                dependent_launch::launch(&self.loaded.stream, &reduce.function, config, &mut params)
+            } else {
+                self.launch(&reduce.function, config, &mut params)
+            }
+        }
+        .map_err(Error::cuda("launching split_k_reduce"))
         // A workspace too large to keep is freed here, ordered on the stream after the reduction.
     }
 

@@ -584,6 +584,18 @@ pub unsafe fn wgmma_fence() {
     unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) }
 }
 
+/// `griddepcontrol.wait`: waits until the grids this one depends on (the launches before it on
+/// its stream) have completed and their memory operations are visible to it. A kernel launched
+/// with programmatic stream serialization (programmatic dependent launch) may start while the
+/// kernel before it still runs, and must wait here before it reads what that kernel writes;
+/// launched without it, it returns at once.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub fn griddepcontrol_wait() {
+    // SAFETY: waiting has no preconditions.
+    unsafe { asm!("griddepcontrol.wait;", options(nostack)) }
+}
+
 /// `fence.proxy.async.shared::cta`: makes this thread's ordinary shared-memory writes visible to
 /// the asynchronous proxy that `wgmma` reads its operands through (follow it with a barrier so
 /// that every thread's writes are covered).

@@ -15,6 +15,10 @@
 //! and any GEMM kernel splits `K` the same way
 //! ([`tensor_core`](crate::ladder::tensor_core), [`warpgroup`](crate::production::warpgroup)).
 //!
+//! On sm_90 the host launches the reduction with programmatic dependent launch, so that its
+//! blocks are set up while the slices still run; it waits for them (`griddepcontrol.wait`)
+//! before it reads a partial.
+//!
 //! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
 //! (two per SM), else the count whose waves are fullest; with one slice the kernel is
 //! `double_buffered` writing `C` itself. The slices are equal and a multiple of 4 deep (so the
@@ -94,6 +98,9 @@ pub(crate) mod device_code {
             *mut f32,
         >,
     ) {
+        // Launched early on sm_90 (see the module docs): the partials are complete only now.
+        #[cfg(target_feature = "sm_90a")]
+        crate::infra::ptx::griddepcontrol_wait();
         let (row, col) = element(&REDUCE);
         if row < m && col < n {
             let stride = m as usize * n as usize;
