@@ -218,7 +218,7 @@ pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 const MAX_GRID_Z: u32 = 65_535;
 
 /// The most K slices split-K uses.
-const MAX_SLICES: usize = 16;
+const MAX_SLICES: usize = 32;
 
 /// The largest split-K workspace a [`Gpu`] keeps between calls (larger ones are allocated and
 /// freed by each call): products of up to 1024 x 1024 x 16 slices, or 2048 x 2048 x 4.
