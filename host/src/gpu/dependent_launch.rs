@@ -7,7 +7,7 @@
 //! at `griddepcontrol.wait` until the first kernel has completed and its writes are visible.
 //! The split-K reduction is such a kernel ([`split_k`](sgemm_kernels::production::split_k)):
 //! the GEMM of the slices writes the partials, the reduction waits for them before it reads
-//! one. Measured on an H100 (`docs/performance-notes.md`), the pair of kernels took 1-2 us less.
+//! one (what that saves: `docs/performance-notes.md`).
 //!
 //! cudarc's launch builder has no launch attributes, so the launch goes through the driver's
 //! `cuLaunchKernelEx` with the parameters collected here, matrices as device pointers taken

@@ -217,7 +217,7 @@ pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
 
-/// The most K slices split-K uses.
+/// The most K slices split-K uses (chosen against 16 and 64 in `docs/performance-notes.md`).
 const MAX_SLICES: usize = 32;
 
 /// The largest split-K workspace a [`Gpu`] keeps between calls (larger ones are allocated and

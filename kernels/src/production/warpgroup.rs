@@ -96,6 +96,26 @@ const _: () = assert!(
     "each thread copies four 16-byte pieces of each operand per tile and splits one row of A or one column of B"
 );
 
+/// Tile rows of `C` in one band of [`band_order`].
+const BAND_ROWS: u64 = 8;
+
+/// The tile `(row, column)` of a grid of `rows x columns` tiles that the block `id`-th in
+/// launch order computes. The blocks walk the tiles band by band, each band [`BAND_ROWS`] tile
+/// rows tall (the last as tall as the rows left) and taken column by column, so the blocks
+/// resident at one time, one per SM, cover a few columns of a few rows: at 8192 (64 x 64 tiles)
+/// a wave of 132 blocks reads 8 panels of `A` and 17 of `B` instead of the 3 and 64 of row
+/// order, and L2 serves each panel to the other blocks of its band. A bijection of the grid's
+/// tiles, for `id < rows * columns`; with one band (at most [`BAND_ROWS`] rows) and one column,
+/// or one row, it is row order itself. (Outside the device code so that host tests check it.)
+#[inline(always)]
+pub const fn band_order(id: u64, columns: u32, rows: u32) -> (u32, u32) {
+    let (columns, rows) = (columns as u64, rows as u64);
+    let band = id / (BAND_ROWS * columns);
+    let height = if rows - band * BAND_ROWS < BAND_ROWS { rows - band * BAND_ROWS } else { BAND_ROWS };
+    let within = id % (BAND_ROWS * columns);
+    ((band * BAND_ROWS + within % height) as u32, (within / height) as u32)
+}
+
 /// `x` rounded to TF32, to nearest with ties away from zero, as an `f32` whose low 13 mantissa
 /// bits are zero: adding half a TF32 unit to the bits carries into the kept ones exactly when
 /// the dropped ones are at least half a unit (into the exponent too, which is how a value rounds
@@ -110,7 +130,9 @@ pub const fn round_tf32(x: f32) -> f32 {
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub(crate) mod device_code {
-    use super::{A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, round_tf32};
+    use super::{
+        A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, band_order, round_tf32,
+    };
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_cg_16,
@@ -183,26 +205,14 @@ pub(crate) mod device_code {
         }
     }
 
-    /// Tile rows of `C` in one band of [`tile_origin`]'s order.
-    const BAND_ROWS: u64 = 8;
-
-    /// The first row and column of the tile of `C` this block computes. Blocks are numbered
-    /// in launch order (`blockIdx.x` fastest) and walk the tiles band by band, each band
-    /// [`BAND_ROWS`] tile rows tall and taken column by column, so the blocks resident at one
-    /// time (one per SM) cover a few columns of a few rows: a wave of 132 reads 8 panels of
-    /// `A` and 17 of `B` instead of (at 64 x 64 tiles) 3 of `A` and all 64 of `B`, which L2
-    /// then serves to the band's other blocks. A bijection of the grid's tiles (the last band
-    /// is as tall as the rows left); with one band row or one tile column it is the launch
-    /// order itself.
+    /// The first row and column of the tile of `C` this block computes: the tile
+    /// [`band_order`] gives the block's place in launch order (`blockIdx.x` fastest).
     #[inline(always)]
     pub(crate) fn tile_origin() -> (u32, u32) {
-        let (columns, rows) = (u64::from(grid_x()), u64::from(grid_y()));
-        let id = u64::from(block_y()) * columns + u64::from(block_x());
-        let band = id / (BAND_ROWS * columns);
-        let height = BAND_ROWS.min(rows - band * BAND_ROWS);
-        let within = id % (BAND_ROWS * columns);
-        let (row, column) = (band * BAND_ROWS + within % height, within / height);
-        (row as u32 * BM, column as u32 * BN)
+        let (columns, rows) = (grid_x(), grid_y());
+        let id = u64::from(block_y()) * u64::from(columns) + u64::from(block_x());
+        let (row, column) = band_order(id, columns, rows);
+        (row * BM, column * BN)
     }
 
     /// The `cp.async` copies of a block's raw tiles, `BK` deep, by a team of [`THREADS`]
@@ -601,5 +611,36 @@ pub(crate) mod device_code {
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
         /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
         sgemm_warpgroup => gemm
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::band_order;
+
+    #[test]
+    fn band_order_gives_every_tile_to_one_block() {
+        for rows in [1u32, 2, 7, 8, 9, 16, 17, 33, 64] {
+            for columns in [1u32, 2, 5, 32, 64] {
+                let mut seen = vec![false; (rows * columns) as usize];
+                for id in 0..u64::from(rows * columns) {
+                    let (row, column) = band_order(id, columns, rows);
+                    assert!(
+                        row < rows && column < columns,
+                        "{rows} x {columns}: block {id} -> ({row}, {column})"
+                    );
+                    let tile = (row * columns + column) as usize;
+                    assert!(!seen[tile], "{rows} x {columns}: tile ({row}, {column}) twice");
+                    seen[tile] = true;
+                }
+            }
+        }
+        // Consecutive blocks go down a band's column, then to the next column.
+        assert_eq!(
+            [0, 1, 7, 8, 16].map(|id| band_order(id, 64, 64)),
+            [(0, 0), (1, 0), (7, 0), (0, 1), (0, 2)]
+        );
+        // The last band of a 9-row grid is one row: row order there.
+        assert_eq!([8 * 5, 8 * 5 + 1].map(|id| band_order(id, 5, 9)), [(8, 0), (8, 1)]);
     }
 }
