@@ -292,27 +292,13 @@ pub(super) unsafe fn update_c<S: Simd, const MR: usize, const NV: usize, const E
     }
 }
 
-/// Defines `$name`, a [`MicrokernelFn`]: [`outer_product`] for `$simd` at `$mr` rows of `A`
-/// panels `$mr` tall by `$nv` vectors of `B` panels `$nr` wide, its `kc` loop unrolled `$u`
-/// times, compiled under `$attr` (the instruction set's `target_feature`, which the inlined
-/// body inherits); and, with `short`, `$name::<H>` at the first `H` rows of those panels.
+/// Defines `$name::<H>`, a [`MicrokernelFn`] for each `H`: [`outer_product`] for `$simd` at the
+/// first `H` rows of `A` panels `$mr` tall by `$nv` vectors of `B` panels `$nr` wide, its `kc`
+/// loop unrolled `$u` times, compiled under `$attr` (the instruction set's `target_feature`,
+/// which the inlined body inherits). `$name::<$mr>` is the full kernel; smaller `H` are its
+/// short kernels.
 macro_rules! entry {
     ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal of $nr:literal, unrolled $u:literal) => {
-        $(#[$attr])*
-        unsafe fn $name(
-            kc: usize,
-            a: *const f32,
-            b: *const f32,
-            alpha: f32,
-            beta: f32,
-            c: *mut f32,
-            ldc: usize,
-            warm: &[*const f32],
-        ) {
-            unsafe { outer_product::<$simd, $mr, $mr, $nv, $nr, $u>(kc, a, b, alpha, beta, c, ldc, warm) }
-        }
-    };
-    ($(#[$attr:meta])* short $name:ident: $simd:ty, of $mr:literal x $nv:literal of $nr:literal, unrolled $u:literal) => {
         $(#[$attr])*
         unsafe fn $name<const H: usize>(
             kc: usize,
@@ -331,42 +317,45 @@ macro_rules! entry {
 
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2 of 32, unrolled 1);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x16: Avx512, 8 x 1 of 32, unrolled 1);
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] short avx512_short: Avx512, of 8 x 2 of 32, unrolled 1);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2 of 16, unrolled 4);
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x8: Avx2, 6 x 1 of 16, unrolled 4);
-entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] short avx2_short: Avx2, of 6 x 2 of 16, unrolled 4);
 entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
-entry!(short portable_short: Portable, of 4 x 1 of 8, unrolled 1);
 
 /// AVX-512F, `8 x 32`. `kc = 1024` ([`packed`](super::packed) says why; with `8 x 32`, 512 measured
 /// 0.97-0.98 of it at n = 1024 on one thread).
 #[cfg(target_arch = "x86_64")]
-pub const AVX512: Microkernel =
-    Microkernel::new::<8, 32>(1024, 2048, avx512_8x32, Some(avx512_8x16), AVX512_SHORT, Avx512::detected);
+pub const AVX512: Microkernel = Microkernel::new::<8, 32>(
+    1024,
+    2048,
+    avx512_8x32::<8>,
+    Some(avx512_8x16::<8>),
+    AVX512_SHORT,
+    Avx512::detected,
+);
 #[cfg(target_arch = "x86_64")]
 const AVX512_SHORT: &[MicrokernelFn] = &[
-    avx512_short::<1>,
-    avx512_short::<2>,
-    avx512_short::<3>,
-    avx512_short::<4>,
-    avx512_short::<5>,
-    avx512_short::<6>,
-    avx512_short::<7>,
+    avx512_8x32::<1>,
+    avx512_8x32::<2>,
+    avx512_8x32::<3>,
+    avx512_8x32::<4>,
+    avx512_8x32::<5>,
+    avx512_8x32::<6>,
+    avx512_8x32::<7>,
 ];
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape). `kc = 1024` like the AVX-512 kernel: in turns at n =
 /// 512-4096 on one and two threads, 512 measured 0.995-1.033 of 384, and 1024 1.005-1.017 of 512.
 #[cfg(target_arch = "x86_64")]
 pub const AVX2: Microkernel =
-    Microkernel::new::<6, 16>(1024, 2048, avx2_6x16, Some(avx2_6x8), AVX2_SHORT, Avx2::detected);
+    Microkernel::new::<6, 16>(1024, 2048, avx2_6x16::<6>, Some(avx2_6x8::<6>), AVX2_SHORT, Avx2::detected);
 #[cfg(target_arch = "x86_64")]
 const AVX2_SHORT: &[MicrokernelFn] =
-    &[avx2_short::<1>, avx2_short::<2>, avx2_short::<3>, avx2_short::<4>, avx2_short::<5>];
+    &[avx2_6x16::<1>, avx2_6x16::<2>, avx2_6x16::<3>, avx2_6x16::<4>, avx2_6x16::<5>];
 
 /// Any CPU, `4 x 8`.
 pub const PORTABLE: Microkernel =
-    Microkernel::new::<4, 8>(256, 2048, portable_4x8, None, PORTABLE_SHORT, Portable::detected);
-const PORTABLE_SHORT: &[MicrokernelFn] = &[portable_short::<1>, portable_short::<2>, portable_short::<3>];
+    Microkernel::new::<4, 8>(256, 2048, portable_4x8::<4>, None, PORTABLE_SHORT, Portable::detected);
+const PORTABLE_SHORT: &[MicrokernelFn] = &[portable_4x8::<1>, portable_4x8::<2>, portable_4x8::<3>];
 
 // Every tile fits the scratch tile that edges are computed into.
 #[cfg(target_arch = "x86_64")]

@@ -505,23 +505,19 @@ unsafe fn row_of_tiles(
         let col = cols.start + q * nr;
         let width = nr.min(cols.end - col);
         let warm = if q >= warm_from { warm.next().unwrap_or_default() } else { &[] };
-        if height == mr && width == nr {
-            // SAFETY: the tile's MR rows of NR columns are the caller's (col + nr <= cols.end);
-            // the panels hold kc * MR and kc * NR values; `uk` was detected by the dispatcher.
-            unsafe { (uk.run)(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
-        } else if width == nr {
-            // The last panel of A, where C's rows end: the kernel of its height.
-            // SAFETY: as above, on the panel's `height` rows (0 < height < MR).
-            let run = uk.short[height - 1];
+        // The kernel of the panel's height (the last panel of A, where C's rows end, is
+        // shorter); at full height a panel of B at most half full takes the half-width kernel.
+        let run = if height < mr {
+            uk.short[height - 1]
+        } else {
+            uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run)
+        };
+        if width == nr {
+            // SAFETY: the tile's `height` rows of NR columns are the caller's (col + nr <=
+            // cols.end); the panels hold kc * MR and kc * NR values; `uk` was detected by the
+            // dispatcher.
             unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
         } else {
-            // A short panel of A through the kernel of its height; else a panel of B at most
-            // half full through the kernel of half the width.
-            let run = if height < mr {
-                uk.short[height - 1]
-            } else {
-                uk.narrow.filter(|_| 2 * width <= nr).unwrap_or(uk.run)
-            };
             // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
             unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm) };
             for i in 0..height {

@@ -26,8 +26,8 @@ use cudarc::driver::{
 use sgemm_kernels::infra::params::{ParamSink, PushParams};
 
 /// One kernel parameter: a host value, or the `n`-th device pointer.
-enum Param<'p> {
-    Value(*const c_void, PhantomData<&'p ()>),
+enum Param {
+    Value(*const c_void),
     Pointer(usize),
 }
 
@@ -35,7 +35,7 @@ enum Param<'p> {
 /// its matrices (with cudarc's guards, which record the launch's use of each when dropped).
 pub(super) struct RawParams<'p, 'v> {
     stream: &'p CudaStream,
-    params: Vec<Param<'p>>,
+    params: Vec<Param>,
     pointers: Vec<CUdeviceptr>,
     guards: Vec<SyncOnDrop<'p>>,
     _views: PhantomData<&'v ()>,
@@ -43,7 +43,7 @@ pub(super) struct RawParams<'p, 'v> {
 
 impl<'p> RawParams<'p, '_> {
     fn value<T>(&mut self, value: &'p T) {
-        self.params.push(Param::Value((value as *const T).cast(), PhantomData));
+        self.params.push(Param::Value((value as *const T).cast()));
     }
 
     fn pointer(&mut self, (pointer, guard): (CUdeviceptr, SyncOnDrop<'p>)) {
@@ -105,7 +105,7 @@ pub(super) unsafe fn launch<'p, 'v: 'p, P: PushParams<'p, RawParams<'p, 'v>>>(
     // Every pointer is in place: `pointers` no longer moves.
     let mut args: Vec<*mut c_void> = (raw.params.iter())
         .map(|p| match *p {
-            Param::Value(value, _) => value.cast_mut(),
+            Param::Value(value) => value.cast_mut(),
             Param::Pointer(i) => (&raw mut raw.pointers[i]).cast(),
         })
         .collect();

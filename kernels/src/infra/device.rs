@@ -5,7 +5,9 @@ use core::arch::nvptx;
 
 use crate::infra::launch::KernelSpec;
 pub(crate) use crate::infra::params::GemmParams;
-use crate::infra::ptx::{F32x4, ld_global_nc_f32, ld_global_nc_v4_f32, ld_global_v2_f32, st_global_v2_f32};
+use crate::infra::ptx::{
+    F32x4, cp_async_wait_group, ld_global_nc_f32, ld_global_nc_v4_f32, ld_global_v2_f32, st_global_v2_f32,
+};
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
@@ -98,6 +100,47 @@ pub fn start_pipeline<const STAGES: u32, const STAGE: u32, const BK: u32>(
         stage = next_stage::<STAGES, STAGE>(stage);
     }
     stage
+}
+
+/// A whole `cp.async` pipeline over `k` in tiles of `BK`, in a ring of `STAGES` stages of `STAGE`
+/// bytes: the prologue ([`start_pipeline`]), then for each tile its copies waited for (at most
+/// `PENDING = STAGES - 2` newer groups left in flight) and one barrier, which publishes the
+/// tile and proves every thread done with the tile before it, whose stage the copies of the
+/// tile `STAGES - 1` ahead then overwrite (`copy_tile(stage, k0)`, one commit group a call);
+/// then `compute(stage)` on the tile's stage. At the end the copies still in flight (zero-filled,
+/// past `K`) are drained; no barrier follows.
+///
+/// # Safety
+/// Every thread of the block calls it together (it passes barriers); `copy_tile` commits
+/// exactly one `cp.async` group per call and writes only the stage it is given.
+#[inline(always)]
+pub unsafe fn run_pipeline<const STAGES: u32, const STAGE: u32, const BK: u32, const PENDING: u32>(
+    k: u32,
+    mut copy_tile: impl FnMut(u32, u32),
+    mut compute: impl FnMut(u32),
+) {
+    const {
+        assert!(
+            PENDING + 2 == STAGES,
+            "a tile's group is complete when at most STAGES - 2 newer ones are pending"
+        )
+    };
+    let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
+    let mut read_stage = 0;
+    let mut k_next = (STAGES - 1) * BK;
+    for _ in 0..k.div_ceil(BK) {
+        // SAFETY: waiting has no preconditions; the barrier publishes the copies (the caller's
+        // contract: the whole block is here).
+        unsafe { cp_async_wait_group::<PENDING>() };
+        sync_threads();
+        copy_tile(write_stage, k_next);
+        write_stage = next_stage::<STAGES, STAGE>(write_stage);
+        k_next += BK;
+        compute(read_stage);
+        read_stage = next_stage::<STAGES, STAGE>(read_stage);
+    }
+    // SAFETY: as above.
+    unsafe { cp_async_wait_group::<0>() };
 }
 
 /// `a * b + c` rounded once (`fma.rn.f32`).

@@ -55,9 +55,7 @@ const _: () = assert!(
 mod device_code {
     use super::STAGES;
     use crate::infra::device::*;
-    use crate::infra::ptx::{
-        SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
-    };
+    use crate::infra::ptx::{SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group};
     use crate::ladder::warp_tile::{A_LD, A_TILE, BK, BM, BN, STAGE, WARPS_N, WarpTile};
 
     #[inline(always)]
@@ -81,7 +79,7 @@ mod device_code {
         let b_dst = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
 
         // Starts the copies of tile `k0` into the stage at byte offset `stage` as one group.
-        let mut copy_tile = |stage: u32, k0: u32| {
+        let copy_tile = |stage: u32, k0: u32| {
             // SAFETY: the guards admit only elements inside A and B (the rest is zero-filled);
             // VEC4's conditions are the host's dispatch (ldb, n multiples of 4, b 16-byte
             // aligned). The stage is not read until this group is waited for and a barrier
@@ -108,23 +106,9 @@ mod device_code {
         // The fragments of `k = p` of the stage at `at`.
         // SAFETY: a stage whose copies completed before the last barrier.
         let fragments = |at: SharedAddr, p: u32| unsafe { tile.fragments(at, p) };
-        let next_stage = next_stage::<STAGES, STAGE>;
-
-        // Prologue: tiles 0..STAGES - 1 in flight.
-        let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
         let mut acc = [[0.0f32; 8]; 8];
-        let mut read_stage = 0;
-        let mut k_next = (STAGES - 1) * BK;
-        for _ in 0..k.div_ceil(BK) {
-            // Tile t's group is complete when at most STAGES - 2 newer ones are pending.
-            // SAFETY: waiting has no preconditions; the barrier publishes the copies.
-            unsafe { cp_async_wait_group::<{ STAGES - 2 }>() };
-            sync_threads();
-            copy_tile(write_stage, k_next);
-            write_stage = next_stage(write_stage);
-            k_next += BK;
-
-            let at = base.offset_bytes(read_stage);
+        let compute = |stage: u32| {
+            let at = base.offset_bytes(stage);
             let mut frag = fragments(at, 0);
             for p in 0..BK {
                 // Register double buffering: the fragments of p + 1 load during p's products.
@@ -132,12 +116,12 @@ mod device_code {
                 outer_product(&mut acc, &frag.0, &frag.1);
                 frag = next;
             }
-            read_stage = next_stage(read_stage);
-        }
-
-        // Drain the (zero-filled) copies still in flight before the stages become C's staging.
-        // SAFETY: as above.
-        unsafe { cp_async_wait_group::<0>() };
+        };
+        // The ring (module docs): one barrier per tile, the copies of the tile STAGES - 1 ahead
+        // started after it, and the copies still in flight drained at the end.
+        // SAFETY: the whole block runs the pipeline; `copy_tile` commits one group per call.
+        unsafe { run_pipeline::<STAGES, STAGE, BK, { STAGES - 2 }>(k, copy_tile, compute) };
+        // Every warp is done with the stages before they become C's staging.
         sync_threads();
         // SAFETY: the staging area is this block's shared memory (SPEC.smem_bytes covers it)
         // and no longer read as tiles; C is valid for m x n with ldc.

@@ -22,10 +22,12 @@
 //!   its shared stores hits another bank.
 //! - `B` goes row to row: one 16-byte copy per 4 columns (the `vec4` entry) or four 4-byte ones.
 //!
-//! One barrier per tile, as in `async_copy`: at the top of tile `t`, after its copies are
-//! waited for, it both publishes tile `t` and proves every warp done with tile `t - 1`, whose
-//! stage the copies of tile `t + STAGES - 1` then overwrite. The epilogue writes each thread's
-//! 4 x 4 block straight to `C`.
+//! One barrier per tile, as in `async_copy` (the ring is [`run_pipeline`]'s): at the top of tile
+//! `t`, after its copies are waited for, it both publishes tile `t` and proves every warp done
+//! with tile `t - 1`, whose stage the copies of tile `t + STAGES - 1` then overwrite. The
+//! epilogue writes each thread's 4 x 4 block straight to `C`.
+//!
+//! [`run_pipeline`]: crate::infra::device::run_pipeline
 //!
 //! Like [`small_tile`](crate::production::small_tile) it takes the K slices of a split-K
 //! launch as a batch.
@@ -81,8 +83,7 @@ mod device_code {
     use super::{A_LD, A_TILE, BK, BM, BN, STAGE, STAGES, THREADS};
     use crate::infra::device::*;
     use crate::infra::ptx::{
-        SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
-        ld_shared_v4_f32,
+        SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, ld_shared_v4_f32,
     };
 
     /// 4-vectors of `A` a thread copies per stage (4 consecutive `k` of its row each), and of
@@ -117,7 +118,7 @@ mod device_code {
         let b_dst = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
 
         // Starts the copies of tile `k0` into the stage at byte offset `stage` as one group.
-        let mut copy_tile = |stage: u32, k0: u32| {
+        let copy_tile = |stage: u32, k0: u32| {
             // SAFETY: the guards admit only elements inside A and B (the rest is zero-filled);
             // VEC4's conditions are the host's dispatch. The stage is not read until this group
             // is waited for and a barrier passed, nor written while it may still be read (see
@@ -149,25 +150,11 @@ mod device_code {
             a_ptr = a_ptr.wrapping_add(BK as usize);
             b_ptr = b_ptr.wrapping_add(b_step);
         };
-        let next_stage = next_stage::<STAGES, STAGE>;
-
-        // Prologue: tiles 0..STAGES - 1 in flight.
-        let mut write_stage = start_pipeline::<STAGES, STAGE, BK>(&mut copy_tile);
         let mut acc = [[0.0f32; 4]; 4];
-        let mut read_stage = 0;
-        let mut k_next = (STAGES - 1) * BK;
-        for _ in 0..k.div_ceil(BK) {
-            // Tile t's group is complete when at most STAGES - 2 newer ones are pending.
-            // SAFETY: waiting has no preconditions; the barrier publishes the copies.
-            unsafe { cp_async_wait_group::<{ STAGES - 2 }>() };
-            sync_threads();
-            copy_tile(write_stage, k_next);
-            write_stage = next_stage(write_stage);
-            k_next += BK;
-
-            let at = base.offset_bytes(read_stage);
+        let compute = |stage: u32| {
+            let at = base.offset_bytes(stage);
             for p in 0..BK {
-                // SAFETY: inside the stage, whose copies completed before the barrier above.
+                // SAFETY: inside the stage, whose copies completed before the pipeline's barrier.
                 let (a_frag, b_frag) = unsafe {
                     (
                         ld_shared_v4_f32(at.offset_bytes((p * A_LD + 4 * ty) * 4)),
@@ -176,11 +163,9 @@ mod device_code {
                 };
                 outer_product(&mut acc, &a_frag.0, &b_frag.0);
             }
-            read_stage = next_stage(read_stage);
-        }
-        // The (zero-filled) copies still in flight land before the block exits.
-        // SAFETY: as above.
-        unsafe { cp_async_wait_group::<0>() };
+        };
+        // SAFETY: the whole block runs the pipeline; `copy_tile` commits one group per call.
+        unsafe { run_pipeline::<STAGES, STAGE, BK, { STAGES - 2 }>(k, copy_tile, compute) };
         // SAFETY: C is valid for m x n with ldc; the update skips elements outside it.
         unsafe { update_c_block(&acc, row0 + 4 * ty, col0 + 4 * tx, m, n, alpha, beta, c, ldc) };
     }
