@@ -221,9 +221,17 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
         let acc = &mut acc[..block.min(range.end - first)];
         for start in (0..g.depth).step_by(g.kc) {
             acc.fill(0.0);
-            for p in start..g.depth.min(start + g.kc) {
-                // SAFETY: v(p), and X(first.., p) for `acc.len()` values, lie inside their views.
-                unsafe { add_scaled::<S>(acc, *g.v.add(p * g.v_stride), g.x.add(p * g.x_depth + first)) };
+            let end = g.depth.min(start + g.kc);
+            let mut p = start;
+            while p + AXPY_ROWS <= end {
+                // SAFETY: v(p..p + AXPY_ROWS), and X(first.., p..) for `acc.len()` values, lie
+                // inside their views.
+                unsafe { add_scaled::<S, AXPY_ROWS>(acc, g, first, p) };
+                p += AXPY_ROWS;
+            }
+            for p in p..end {
+                // SAFETY: as above, for step p.
+                unsafe { add_scaled::<S, 1>(acc, g, first, p) };
             }
             let beta = if start == 0 { g.beta } else { 1.0 };
             for (l, &sum) in acc.iter().enumerate() {
@@ -234,24 +242,39 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
     }
 }
 
-/// `acc += s * row[..acc.len()]`, one fused multiply-add a value, the last partial vector under
-/// a mask.
+/// Steps of the `axpy` form added into the accumulators per pass over them: each accumulator
+/// is loaded and stored once per `AXPY_ROWS` fused multiply-adds, and as many rows of `X` stream
+/// in at once.
+const AXPY_ROWS: usize = 4;
+
+/// `acc += v(p) X(first.., p) + ... + v(p + R - 1) X(first.., p + R - 1)` over `acc.len()`
+/// values, one fused multiply-add per value and step, the steps in order (so the sums are those
+/// of one step at a time), the last partial vector under a mask.
 ///
 /// # Safety
-/// The CPU has `S`'s instruction set; `row` holds `acc.len()` readable values.
+/// The CPU has `S`'s instruction set; `v(p..p + R)` and `X(first..first + acc.len(), p..p + R)`
+/// lie inside `g`'s views.
 #[inline(always)]
-unsafe fn add_scaled<S: Simd>(acc: &mut [f32], s: f32, row: *const f32) {
+unsafe fn add_scaled<S: Simd, const R: usize>(acc: &mut [f32], g: &Gemv, first: usize, p: usize) {
     let (whole, rest) = (acc.len() / S::LANES * S::LANES, acc.len() % S::LANES);
     let dst = acc.as_mut_ptr();
-    // SAFETY: `dst` and `row` hold `acc.len()` values; the last partial vector is masked.
+    // SAFETY: `dst` and each row hold `acc.len()` values; the last partial vector is masked.
     unsafe {
-        let s = S::splat(s);
+        let s: [S::V; R] = std::array::from_fn(|r| S::splat(*g.v.add((p + r) * g.v_stride)));
+        let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((p + r) * g.x_depth + first));
         for l in (0..whole).step_by(S::LANES) {
-            S::store(dst.add(l), S::fma(s, S::load(row.add(l)), S::load(dst.add(l))));
+            let mut sum = S::load(dst.add(l));
+            for r in 0..R {
+                sum = S::fma(s[r], S::load(rows[r].add(l)), sum);
+            }
+            S::store(dst.add(l), sum);
         }
         if rest > 0 {
             let mask = S::first(rest);
-            let sum = S::fma(s, S::load_masked(row.add(whole), mask), S::load_masked(dst.add(whole), mask));
+            let mut sum = S::load_masked(dst.add(whole), mask);
+            for r in 0..R {
+                sum = S::fma(s[r], S::load_masked(rows[r].add(whole), mask), sum);
+            }
             S::store_masked(dst.add(whole), mask, sum);
         }
     }
