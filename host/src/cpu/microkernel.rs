@@ -104,6 +104,10 @@ pub struct Microkernel {
     /// Target columns of a packed `B` block (`kc x nc`) where `B` streams from L3: the blocks
     /// of one product are of equal width around it.
     pub nc: usize,
+    /// How many columns ahead of the tile being computed the loops prefetch the lines of `C`
+    /// when the sums are short ([`packed`](super::packed)'s `SHORT_SUM`), or 0 for no such
+    /// prefetch.
+    pub c_ahead: usize,
     /// The kernel.
     pub run: MicrokernelFn,
     /// The same kernel on the first `NR / 2` columns of each `B` panel (an `MR x NR/2` tile),
@@ -124,10 +128,9 @@ pub struct Microkernel {
 
 impl Microkernel {
     /// The `MR x NR` kernel `run`, its `narrow` half and its `short` heights, with the packing
-    /// for that shape.
+    /// for that shape and its blocking `(kc, nc, c_ahead)`.
     const fn new<const MR: usize, const NR: usize>(
-        kc: usize,
-        nc: usize,
+        (kc, nc, c_ahead): (usize, usize, usize),
         run: MicrokernelFn,
         narrow: Option<MicrokernelFn>,
         short: &'static [MicrokernelFn],
@@ -135,7 +138,7 @@ impl Microkernel {
     ) -> Self {
         assert!(short.len() + 1 == MR, "a short kernel for every height below MR");
         let (pack_a, pack_b) = (pack_a::<MR>, pack_b::<NR>);
-        Microkernel { mr: MR, nr: NR, kc, nc, run, narrow, short, detected, pack_a, pack_b }
+        Microkernel { mr: MR, nr: NR, kc, nc, c_ahead, run, narrow, short, detected, pack_a, pack_b }
     }
 }
 
@@ -322,11 +325,10 @@ entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx
 entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
 
 /// AVX-512F, `8 x 32`. `kc = 1024` ([`packed`](super::packed) says why; with `8 x 32`, 512 measured
-/// 0.97-0.98 of it at n = 1024 on one thread).
+/// 0.97-0.98 of it at n = 1024 on one thread); `C` prefetched 8 tiles ahead for short sums.
 #[cfg(target_arch = "x86_64")]
 pub const AVX512: Microkernel = Microkernel::new::<8, 32>(
-    1024,
-    2048,
+    (1024, 2048, 256),
     avx512_8x32::<8>,
     Some(avx512_8x16::<8>),
     AVX512_SHORT,
@@ -345,16 +347,22 @@ const AVX512_SHORT: &[MicrokernelFn] = &[
 
 /// AVX2 + FMA, `6 x 16` (seed 002's shape). `kc = 1024` like the AVX-512 kernel: in turns at n =
 /// 512-4096 on one and two threads, 512 measured 0.995-1.033 of 384, and 1024 1.005-1.017 of 512.
+/// No prefetch of `C` ahead (it slowed this kernel's short sums).
 #[cfg(target_arch = "x86_64")]
-pub const AVX2: Microkernel =
-    Microkernel::new::<6, 16>(1024, 2048, avx2_6x16::<6>, Some(avx2_6x8::<6>), AVX2_SHORT, Avx2::detected);
+pub const AVX2: Microkernel = Microkernel::new::<6, 16>(
+    (1024, 2048, 0),
+    avx2_6x16::<6>,
+    Some(avx2_6x8::<6>),
+    AVX2_SHORT,
+    Avx2::detected,
+);
 #[cfg(target_arch = "x86_64")]
 const AVX2_SHORT: &[MicrokernelFn] =
     &[avx2_6x16::<1>, avx2_6x16::<2>, avx2_6x16::<3>, avx2_6x16::<4>, avx2_6x16::<5>];
 
 /// Any CPU, `4 x 8`.
 pub const PORTABLE: Microkernel =
-    Microkernel::new::<4, 8>(256, 2048, portable_4x8::<4>, None, PORTABLE_SHORT, Portable::detected);
+    Microkernel::new::<4, 8>((256, 2048, 0), portable_4x8::<4>, None, PORTABLE_SHORT, Portable::detected);
 const PORTABLE_SHORT: &[MicrokernelFn] = &[portable_4x8::<1>, portable_4x8::<2>, portable_4x8::<3>];
 
 // Every tile fits the scratch tile that edges are computed into.

@@ -88,6 +88,7 @@ use crossbeam_utils::Backoff;
 use super::microkernel::{MAX_TILE, Microkernel};
 use super::pack;
 use super::scratch::{Scratch, with_scratch};
+use super::simd::{LINE_FLOATS, prefetch};
 use crate::matrix::{MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -463,6 +464,15 @@ const WARM_TILES: usize = 2;
 /// prefetched.
 const COLD_A_BLOCK: usize = 512 * 1024;
 
+/// The deepest sum (`kc`) for which [`row_of_tiles`] prefetches the lines of `C` of the tile
+/// [`Microkernel::c_ahead`] columns on before each tile, where the kernel asks for it. A row of tiles of `C` is `MR` streams of stores; with
+/// sums this short the microkernels' own prefetch of their tile comes a few dozen cycles before
+/// the stores, and each line is fetched at the store that first writes it, one stream at a time
+/// (products such as `4096 x 4096 x 8`, where writing `C` is most of the work). With deeper sums
+/// the FMAs hide that, and the extra requests only compete with the panels of `B` streaming into
+/// L1 (measured in `docs/performance-notes.md`).
+const SHORT_SUM: usize = 8;
+
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
 /// of its `MR` rows are rows of C.
 struct RowOfTiles<'a> {
@@ -497,6 +507,19 @@ unsafe fn row_of_tiles(
     let tiles = b_panels.len();
     let warm_from = tiles.saturating_sub(WARM_TILES);
     let mut warm = warm.chunks(warm.len().div_ceil(tiles - warm_from).max(1));
+    // For short sums, each tile's lines of C asked for `c_ahead` columns before it (SHORT_SUM).
+    let ahead = if kc <= SHORT_SUM { uk.c_ahead / nr } else { 0 };
+    let prefetch_tile = |q: usize| {
+        let col = cols.start + q * nr;
+        let last = nr.min(cols.end - col) - 1;
+        for i in 0..height {
+            let row = c.wrapping_add(i * ldc + col);
+            for line in (0..last).step_by(LINE_FLOATS).chain([last]) {
+                prefetch(row.wrapping_add(line));
+            }
+        }
+    };
+    (0..ahead.min(tiles)).for_each(prefetch_tile);
     // The MR x kc panel of A is read again for every panel of the B block streaming past it
     // (from L1, or from L2 where the B panel going through the 32 KB L1 evicted it),
     // writing one row of tiles of C left to right (sequential lines the prefetcher follows).
@@ -505,6 +528,9 @@ unsafe fn row_of_tiles(
         let col = cols.start + q * nr;
         let width = nr.min(cols.end - col);
         let warm = if q >= warm_from { warm.next().unwrap_or_default() } else { &[] };
+        if ahead > 0 && q + ahead < tiles {
+            prefetch_tile(q + ahead);
+        }
         // The kernel of the panel's height (the last panel of A, where C's rows end, is
         // shorter); at full height a panel of B at most half full takes the half-width kernel.
         let run = if height < mr {
