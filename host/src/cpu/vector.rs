@@ -7,9 +7,10 @@
 //! one, so here `X` is read where it lies, once, in the direction it is contiguous in:
 //!
 //! - **Rows of `C`'s direction contiguous** (one row of `C` with `B` row-major, one column with
-//!   `A` column-major): `out += v[p] * X[p, ..]` for each step `p`, a scaled row of `X` added to
-//!   a block of accumulators that stays in L1 (half of it: [`axpy_block`]), each row of `X` read
-//!   as one long run in address order, the run the hardware prefetcher follows best. Each value
+//!   `A` column-major): `out += v[p] * X[p, ..]` for each step `p`, scaled rows of `X` added to
+//!   a block of accumulators that stays in L1 (half of it: [`axpy_block`]), [`AXPY_ROWS`] rows a
+//!   pass over it, each row of `X` read as one long run in address order, the run the hardware
+//!   prefetcher follows best. Each value
 //!   of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds from zero, then
 //!   `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the packed path's
 //!   sums ([`packed::sum_depth`]).
