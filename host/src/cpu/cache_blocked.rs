@@ -7,10 +7,8 @@
 //! the `TILE_N` slice of a `C` row it updates stays in L1 across its `TILE_K` updates. The inner
 //! loop is the same vectorized row update as before; what changed is where its operands come
 //! from. It is still bound by loads and stores of `C` (one load and one store per FMA), which the
-//! register microkernel of the next step removes. Measured on one Zen 4 core (`gemm bench
-//! --kernels all`, one run): 17 GFLOP/s at n = 1000 against 15 for loop reorder, but 15 against
-//! 21 at n = 1024, where the short 128-wide inner loop costs more than the cache misses it saves;
-//! the packed kernel reaches 100.
+//! register microkernel of the next step removes. (Where the short inner loop costs more than
+//! the misses it saves, it is slower than loop reorder: `docs/performance-notes.md`.)
 
 use super::CpuKernel;
 use crate::matrix::{MatMut, MatRef};

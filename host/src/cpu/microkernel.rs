@@ -23,18 +23,10 @@
 //! registers of 16 lanes: `8 x 32` keeps 16 accumulators, 2 vectors of `B` and a broadcast (19
 //! registers), 16 FMAs per 2 vector loads and 8 broadcasts, and its 8-row panels pad nothing when
 //! `m` is a multiple of 8 (every power of two, and 1000). The `12 x 32` tile that fills the
-//! register file (24 accumulators, the same 2 loads and one broadcast per 2 FMAs) ran at the
-//! measured FMA peak of one Zen 4 core alone (117.0 GFLOP/s, one tile repeated) and at 115-116 over
-//! the tiles of an n = 512 product, but it computes 512 rows as 516 and 1024 as 1032. In the bench
-//! harness, each shape run alone beside the peers in alternating runs, `8 x 32` read 0.983-0.993 of
-//! the best peer at n = 512 on one thread where `12 x 32` read 0.974-0.989 (four runs each), and
-//! 0-0.9 points more of the FMA peak at 1000 and 1024 (two runs each); at 2047-4097 the two were
-//! level (`8 x 32` against `12 x 32`: 94.3 and 93.9% of the peak at 2047, 95.5 and 96.0% at 4096,
-//! 95.5 and 95.0% at 4097, one sweep). Of the other shapes timed one after another in one process
-//! (each after one of ours), `16 x 16` and `4 x 64`, 16 accumulators too, were level with `8 x 32`
-//! at 512 and 1024 and 0.2-1.4% behind it at 2047-4097; `10 x 32`, `6 x 32`, `6 x 64` and `8 x 48`
-//! were 1.5-4% behind at 512 and 1024; an earlier `24 x 16` (one vector of `B`, 24 broadcasts a
-//! step) 8-10% behind `12 x 32`. AVX2 has 16 registers of 8 lanes: the seed's `6 x 16` keeps 12
+//! register file (24 accumulators, the same 2 loads and one broadcast per 2 FMAs) reaches the FMA
+//! peak too, but computes 512 rows as 516 and 1024 as 1032, and measured no faster over whole
+//! products; of the other shapes timed, none was ahead of `8 x 32` (the figures are in
+//! `docs/performance-notes.md`). AVX2 has 16 registers of 8 lanes: the seed's `6 x 16` keeps 12
 //! accumulators, 2 of `B` and a broadcast (15). The portable kernel is `4 x 8` in two 4-lane
 //! halves, which fits the 16 SSE registers of the x86-64 baseline.
 //!
@@ -62,14 +54,11 @@ use super::simd::{LINE_FLOATS, Portable, Simd, prefetch};
 
 /// How many `kc` steps before the end of its loop the microkernel prefetches its tile of `C`.
 ///
-/// Asked for before the loop, the tile's lines were pushed out of the 32 KB L1 again by the
-/// 64 KB panel of `B` streaming through it, and the stores at the end missed. Asked for
-/// `C_LEAD` steps (about 1,200 cycles) before the end, they are still in L1 at the stores:
-/// 1.012-1.033 at n = 1000 and 1024 on one thread (whose rows of `C`, 4 KB apart, share a few
-/// L1 sets), 0.996-1.010 at 512, 2048 and 4096, and 1.005-1.006 for the AVX2 kernel, in turns
-/// with the early prefetch. (A first version tested `p == kc - C_LEAD` inside the loop and
-/// slowed the AVX2 kernel, whose 15 live registers leave none spare, by 7-27%; the loop is
-/// now split in two runs of steps with the prefetch between them.)
+/// Asked for before the loop, the tile's lines were pushed out of the L1 again by the 64 KB
+/// panel of `B` streaming through it, and the stores at the end missed. Asked for `C_LEAD` steps
+/// (about 1,200 cycles) before the end, they are still in L1 at the stores. The loop is split
+/// in two runs of steps with the prefetch between them, so that no step tests for it (the AVX2
+/// kernel's 15 live registers leave none spare for the test).
 const C_LEAD: usize = 48;
 
 /// How many `kc` steps ahead the microkernel prefetches the rows of its `B` panel into L1: far
@@ -324,8 +313,8 @@ entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx
 entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x8: Avx2, 6 x 1 of 16, unrolled 4);
 entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
 
-/// AVX-512F, `8 x 32`. `kc = 1024` ([`packed`](super::packed) says why; with `8 x 32`, 512 measured
-/// 0.97-0.98 of it at n = 1024 on one thread); `C` prefetched 8 tiles ahead for short sums.
+/// AVX-512F, `8 x 32`, with blocks of `kc = 1024` ([`packed`](super::packed) says why); `C`
+/// prefetched 8 tiles ahead for short sums.
 #[cfg(target_arch = "x86_64")]
 pub const AVX512: Microkernel = Microkernel::new::<8, 32>(
     (1024, 2048, 256),
@@ -345,8 +334,7 @@ const AVX512_SHORT: &[MicrokernelFn] = &[
     avx512_8x32::<7>,
 ];
 
-/// AVX2 + FMA, `6 x 16` (seed 002's shape). `kc = 1024` like the AVX-512 kernel: in turns at n =
-/// 512-4096 on one and two threads, 512 measured 0.995-1.033 of 384, and 1024 1.005-1.017 of 512.
+/// AVX2 + FMA, `6 x 16` (seed 002's shape), with blocks of `kc = 1024` like the AVX-512 kernel.
 /// No prefetch of `C` ahead (it slowed this kernel's short sums).
 #[cfg(target_arch = "x86_64")]
 pub const AVX2: Microkernel = Microkernel::new::<6, 16>(

@@ -9,59 +9,15 @@
 //! and starts at a cache line ([`packed`](super::packed) aligns the buffers). Its cost,
 //! `O(mk + kn)` per block, is spread over `O(mnk)` multiply-adds.
 //!
-//! That spreading is thinnest at small sizes. At n = 512 on one Zen 4 core, packing was 7-8% of
-//! the product: about 100 µs per 1 MB operand in place, against 40-50 µs when the source is still
-//! in L2, because between two products the microkernel's stream of `B` pushes the sources out to
-//! L3, and a copy has no arithmetic to hide that latency behind. `faer`'s x86 microkernel reads
-//! its operands where they lie, skips copying one whose vector loads are already contiguous, and
-//! writes the packed copy of the other on its first pass over it, so its packing runs under the
-//! FMAs. Here the microkernel never sees a caller's layout, so both are always packed; what
-//! recovers part of the cost is to have the microkernels of the current panel's last tiles
-//! prefetch the next panel's source lines ([`source_lines`], used by [`packed`](super::packed)):
-//! `pack_a` fell from 3.9% to 2.1% of the n = 512 profile. With its source at hand, what is left
-//! of packing a row-major `A` is the transpose itself (35 µs of the 43 panels at n = 512, timed
-//! alone): done 16 steps at a time in AVX-512 registers instead of in 4 x 4 SSE blocks it takes
-//! 21 µs. In turns with the SSE blocks in one process: 1.007-1.010 at n = 512 on one thread (three
-//! runs, each also timing `faer`: 0.979-0.986 of it against 0.972-0.977), 1.005-1.017 at 512-2048
-//! on one and two threads, and 1.011-1.029 with `B` transposed, which its panels transpose too.
-//!
-//! These did not help (each timed in turns with the code of its day in one process, n = 512 and
-//! 2048):
-//! - a row-by-row `A` panel, which makes packing a plain copy: 0.989-1.014 (two variants);
-//! - copying the next panel of `A` one row after each tile of the current one: 0.97-0.98;
-//! - software prefetch of the source rows ahead of the transposes, inside the packing: 0.98-0.99;
-//! - packing all of `A` before the loops: 0.985-0.993;
-//! - packing `B` 16 rows at a time across the panels: 0.975-0.996;
-//! - reading the rows of `B` as four interleaved streams (rows `p`, `p + kc/4`, ...), for more
-//!   misses in flight: 0.990-0.991;
-//! - software prefetch of the row of `B` 4, 8, 16 or 32 rows ahead of the one being copied:
-//!   0.989-1.010;
-//! - the packed block of `B` on 2 MB pages (`madvise(MADV_HUGEPAGE)`): 0.994-1.004;
-//! - packing each panel of `B` just before its first tile, the tile before prefetching its
-//!   source: 0.95 (64 KB of source lines per tile thrash the 32 KB L1); 0.97-0.98 without the
-//!   prefetch; 0.977-0.983 with the source prefetched into L2 only (`prefetcht1`);
-//! - single-threaded, the first 8 panels of `A` taken panel of `B` by panel of `B`, their tiles
-//!   prefetching the next `B` panel's source, each `B` panel packed just before its first tile:
-//!   packing `B` took 32 µs instead of 75-100, but the whole product 0.97-0.99;
-//! - the microkernel copying the next `B` panel's source rows 64 bytes a step while it computes:
-//!   0.91-0.94, with 10% of the kernel's samples on the copy's store;
-//! - prefetching the packed `B` block for writing (`prefetchw`): within noise;
-//! - zeroing the packed block first: `pack_b` 15-30 µs slower;
-//! - writing the packed block of `B` with non-temporal stores (no read for ownership; the tiles
-//!   then fetch it back): 0.963-1.023 of the best peer at n = 512 on one thread against
-//!   0.964-1.008 for the plain stores, seven alternating runs each.
-//!
-//! What `pack_b` waits on inside the product is memory. The same copy of a 1 MB `B` took 33 µs
-//! timed in a loop and 75-100 µs at the start of a product, where the source was last read one
-//! product (2.5 ms) earlier: after 10 ms of register-only FMAs the loop's copy took 90-180 µs
-//! too. On this shared VM an operand left alone for milliseconds is partly gone from the shared
-//! L3, and a copy has nothing to overlap the misses with. Two changes since then, both timed in
-//! turns with the code before: the gap between the panels ([`B_PANEL_GAP`]: 1.001-1.014 at
-//! n = 512-2048) and 64-byte copies ([`rows_across`]: 1.012-1.013 at n = 1024, 1.000-1.008
-//! elsewhere). Timed inside the n = 512 product afterwards, `pack_b` took 50-60 µs: 30 µs when
-//! its source and its destination were both read just before it (which itself took 37 µs), 5-9 µs
-//! less with only the destination read first; reading only `B` first made the whole product
-//! 10-15 µs faster.
+//! That spreading is thinnest at small sizes, and there a copy has no arithmetic to hide its
+//! misses behind: between two products the microkernel's stream of `B` pushes the sources out
+//! to L3. So the microkernels of the current panel's last tiles prefetch the next panel's source
+//! lines ([`source_lines`], used by [`packed`](super::packed)), and what is left of packing a
+//! row-major `A` is the transpose itself, done 16 steps at a time in AVX-512 registers where the
+//! CPU has them ([`avx512`]), else in 4 x 4 SSE blocks. The panels of `B` are written 64 bytes at
+//! a time ([`rows_across`]) with a gap between them ([`B_PANEL_GAP`]). What each of these
+//! measured, and the many variants that did not help, are in `docs/performance-notes.md`
+//! ("Figures moved out of the CPU modules' doc comments").
 
 use std::ops::Range;
 
@@ -205,7 +161,7 @@ mod sse {
 /// transpose of `MR` rows by 16 steps at a time: `MR` 64-byte loads along the rows, `4 * MR`
 /// shuffles in registers, `MR` 64-byte stores of the panel's `16 * MR` consecutive values. Per
 /// value that is a quarter of [`sse`]'s loads and stores and half its shuffles (each a 64-byte
-/// one): a `12 x 512` panel of `A` took 0.48 µs against 0.82 µs, the sources in L2.
+/// one).
 ///
 /// A 64-byte register is four 16-byte lanes. The first stage transposes each group of 4 rows
 /// within the lanes, as [`sse`] does in one: vector `v[G*j + g]` (`G = MR / 4` groups) holds in
@@ -295,8 +251,7 @@ pub fn b_panels(packed: &[f32], kc: usize, nr: usize) -> impl Iterator<Item = &[
 /// Unused values after each packed panel of `B`: two cache lines. Without them the panels lie
 /// `kc * NR * 4` bytes apart (64 KB at `kc = 512`), a multiple of 4 KB, so the `NR` values that
 /// [`pack_b`] writes to each panel from one row of `B` all fall in the same sets of the 8-way L1,
-/// one line per panel, and evict each other. Timed alone on a 512 x 512 `B` with the source and
-/// the packed block in cache: 37 µs without the gap, 23 µs with it.
+/// one line per panel, and evict each other.
 pub const B_PANEL_GAP: usize = 32;
 
 /// Packs panels `first_panel ..` of `B[rows, cols]` (a block of `kc x nc`) into `out`, as many

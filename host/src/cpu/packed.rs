@@ -17,29 +17,19 @@
 //!
 //! The inner loops run A-panel-outer: an `8 x kc` panel of A (16 KB at `kc = 512`) is read once per
 //! tile, the `kc x 32` panels of B arrive in address order (the hardware prefetcher follows them),
-//! and the tiles of C are visited along a row, again in address order. The other order (a B panel
-//! kept in L1 while A panels pass) measured 5-8% slower here: a `256 x 32` panel of B alone fills
-//! the 32 KB L1. Visiting the B panels backwards on every other A panel, so that the first panels
-//! each A panel meets are the ones still in L2, measured 0.985-0.995 of this order at n = 512 and
-//! 2048 on one thread (it gives up the address order of C's tiles). Larger `kc` means fewer passes
-//! over C (`k / kc` reads and writes of each tile, and as many tile epilogues): 1024 measured
-//! 1.001-1.026 of 512 in turns at n = 1000-4097 on one and two threads with the `12 x 32` kernel of
-//! the time (its `12 x 1024` A panel, 48 KB, is read from L2), 512 had measured best of 256, 384
-//! and 512, and 2048 up to 25% slower (its 16 MB B block no longer stays in L3). A B block of `1024
-//! x 2048` (8 MB) is far larger than the 1 MB L2, so B streams from L3 at every A panel; that costs
-//! nothing measurable: the microkernel needs 128 bytes of B per 16 cycles, and with `nc = 256` (a
-//! 512 KB block that stays in L2, at `kc = 512`) the microkernel's share of a single-threaded n =
-//! 2048 product did not shrink, while repacking A once per block made the whole 10% slower.
+//! and the tiles of C are visited along a row, again in address order. (The other order, a B
+//! panel kept in L1 while A panels pass, cannot keep it there: a `256 x 32` panel of B alone fills
+//! a 32 KB L1.) Larger `kc` means fewer passes over C (`k / kc` reads and writes of each tile, and
+//! as many tile epilogues), up to where the block of B no longer stays in its cache
+//! ([`cache`](super::cache) chooses the block). A block of B far larger than the L2 streams from
+//! L3 at every A panel, which the microkernel's 128 bytes of B per 16 cycles allow, and which
+//! repacks A less often than a block that fits the L2.
 //!
 //! Packing the next panel of `A` would wait on L3 with nothing to overlap: the source was pushed
 //! out of L2 by the `B` stream. So the microkernels of a row's last [`WARM_TILES`] tiles prefetch
 //! its lines between their FMAs ([`pack::source_lines`]); earlier tiles do not, as every tile
-//! streams a 64 KB panel of `B` through the 32 KB L1. Measured in turns with the code before it,
-//! at n = 512: 1.007-1.013 on one thread (`pack_a` from 3.9% to 2.1% of the profile), 1.017 on
-//! two; within noise at 1000-4096 (0.98-1.035). Spreading the lines over all the row's tiles gave
-//! 1.008-1.010; prefetching them into L2 only (`prefetcht1`) 0.995-1.006 over all tiles and
-//! 0.987-0.990 over the last 4. A block of A small enough to stay in L2 ([`COLD_A_BLOCK`]) is
-//! not prefetched at all.
+//! streams a 64 KB panel of `B` through the L1. A block of A small enough to stay in L2
+//! ([`COLD_A_BLOCK`]) is not prefetched at all.
 //!
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
@@ -54,9 +44,8 @@
 //! each takes panels of `A` until none is left, and all meet again before `B` is packed over. A
 //! task is one panel of A, the BLIS `ic` and `ir` loops in one: the panel stays in L1 or L2 and
 //! B in L3 whatever the height of a task, so the height only decides how evenly the threads
-//! share a block (a few hundred tasks leave at most one panel's work to one thread at the end;
-//! tasks of up to 4 panels measured 1-2% slower at n = 2047 and 2048 on two threads and 3-4% at
-//! 1024). Each thread starts on its own contiguous share of the panels, so the next panel, whose
+//! share a block (a few hundred tasks leave at most one panel's work to one thread at the end).
+//! Each thread starts on its own contiguous share of the panels, so the next panel, whose
 //! source its microkernels prefetch, is usually its own next task.
 //!
 //! A product of few rows has too few panels of A for its threads (`8 x 4096 x 4096` has one),
@@ -67,15 +56,11 @@
 //! whole, with no barrier, so one thread's packing runs beside another's FMAs. Either way each
 //! tile is the same sequence of microkernel calls, so the bits do not change.
 //!
-//! The barrier spins, then yields, and never sleeps ([`Barrier`]). Before, each of the two phases
-//! of every block was a rayon parallel iterator, and between them the idle worker went to sleep,
-//! to be woken for the next phase: timed per phase at n = 2048 on two threads, the threads were
-//! busy 97.5% of the compute phases and 83% of the packing phases (89.5% and 76% at n = 512).
-//! The team measured 1.04-1.31 times as fast as that in turns on two threads, n = 512-4096.
-//! The calling thread waits while the pool's workers work: making it thread 0 of the team
-//! (`in_place_scope` and a scoped broadcast to one worker fewer) measured 1.008 at n = 512 and
-//! 1024 and 1.074 at 256 in back-to-back calls, but after a 5 ms pause, with the worker asleep,
-//! 1.1-2.0 times as slow (the caller spins at the first barrier while the worker wakes).
+//! The barrier spins, then yields, and never sleeps ([`Barrier`]): a worker put to sleep between
+//! the two phases of a block has to be woken for the next one. The calling thread waits while
+//! the pool's workers work rather than being thread 0 of the team, which would have it spin at
+//! the first barrier while a sleeping worker wakes. (Measurements of both, and of every
+//! alternative named in these docs: `docs/performance-notes.md`.)
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -451,26 +436,23 @@ fn strip_width(
 }
 
 /// How many tiles at the end of a row prefetch the next panel's source: a panel of B (64 KB at
-/// `kc = 512`) passes through the 32 KB L1 per tile, so lines asked for earlier are gone again by
-/// the time they are packed (last 2 tiles 1.012-1.013, last 4 0.998-1.017, all 1.008-1.010 at
-/// n = 512).
+/// `kc = 512`) passes through the L1 per tile, so lines asked for earlier are gone again by the
+/// time they are packed.
 const WARM_TILES: usize = 2;
 
 /// The size in bytes of a block of `A` above which the next panel's source is prefetched. In a
-/// square product a smaller block fits the 1 MB L2 together with its block of `B`, so the source
-/// is still there when it is packed, and building the list of lines is pure overhead: without
-/// it, one thread measured 1.036-1.040 at n = 64, 1.012 at 128, 1.004 at 256 (a 256 KB block)
-/// and 1.000 at 384 (576 KB), but 0.988-0.995 at 512 (1 MB), in turns with the code that always
-/// prefetched.
+/// square product a smaller block fits a 1 MB L2 together with its block of `B`, so the source
+/// is still there when it is packed, and building the list of lines is pure overhead.
 const COLD_A_BLOCK: usize = 512 * 1024;
 
 /// The deepest sum (`kc`) for which [`row_of_tiles`] prefetches the lines of `C` of the tile
-/// [`Microkernel::c_ahead`] columns on before each tile, where the kernel asks for it. A row of tiles of `C` is `MR` streams of stores; with
-/// sums this short the microkernels' own prefetch of their tile comes a few dozen cycles before
-/// the stores, and each line is fetched at the store that first writes it, one stream at a time
-/// (products such as `4096 x 4096 x 8`, where writing `C` is most of the work). With deeper sums
-/// the FMAs hide that, and the extra requests only compete with the panels of `B` streaming into
-/// L1 (measured in `docs/performance-notes.md`).
+/// [`Microkernel::c_ahead`] columns on before each tile, where the kernel asks for it. A row of
+/// tiles of `C` is `MR` streams of stores; with sums this short the microkernels' own prefetch
+/// of their tile comes a few dozen cycles before the stores, and each line is fetched at the
+/// store that first writes it, one stream at a time (products such as `4096 x 4096 x 8`, where
+/// writing `C` is most of the work). With deeper sums the FMAs hide that, and the extra requests
+/// only compete with the panels of `B` streaming into L1 (measured in
+/// `docs/performance-notes.md`).
 const SHORT_SUM: usize = 8;
 
 /// What the tiles of one row share: the depth, the scalars, the packed `A` panel and how many
