@@ -207,8 +207,9 @@ fn integer_inputs_give_exact_results_in_every_layout() {
 fn packed_kernels_cross_every_block_boundary() {
     // The suite's shapes stay below one block of B's columns (about 2048); these cross it: two
     // column blocks of 2080 (n = 4097) and of 1760 (n = 3500), two k blocks, a one-column edge
-    // panel, in every transpose and layout, on 1 and 2 threads.
-    for (m, n, k) in [(5, 4097, 1100), (13, 3500, 1300)] {
+    // panel, in every transpose and layout, on 1 and 2 threads. The third is packed (10 Mflop)
+    // with sums of 5 steps, whose rows of tiles prefetch C ahead, and an 11-column edge panel.
+    for (m, n, k) in [(5, 4097, 1100), (13, 3500, 1300), (1030, 1003, 5)] {
         for combo in check::COMBOS {
             let case = check::Case::new(m, n, k, 1.5, 0.5, 3).with(combo);
             for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
