@@ -469,7 +469,9 @@ struct RowOfTiles<'a> {
 
 /// The inner loop: one packed `A` panel against panels of one packed `B` block (columns `cols`
 /// of C); `c` is C's element in the panel's first row and column 0. The microkernels prefetch
-/// the lines `warm` between them, so the next panel of `A` is packed from L1 or L2.
+/// the lines `warm` between them, so the next panel of `A` is packed from L1 or L2; for sums of
+/// at most [`SHORT_SUM`] steps each tile's lines of C are asked for [`Microkernel::c_ahead`]
+/// columns before it (a hint: nothing is read or written there early).
 ///
 /// # Safety
 /// The panel's `height` rows of C, `ldc` apart from `c` on, hold columns `cols`, and no other
