@@ -73,6 +73,19 @@ fn block_shape_for(
     (uk.kc, uk.nc.min(l3_nc(uk.kc)))
 }
 
+/// How many tiles ahead of the one computed the packed loops prefetch the lines of `C` for short
+/// sums ([`Microkernel::prefetch_c`]): as many tiles of `uk` as a sixth of this core's L1 holds
+/// (of 32 KB when the CPU does not say), at least one, so that the lines asked for early take a
+/// small share of the L1 beside the panels of `A` and `B` the microkernel is reading.
+pub(crate) fn c_ahead_tiles(uk: &Microkernel) -> usize {
+    c_ahead_tiles_for(uk, l1_bytes())
+}
+
+/// [`c_ahead_tiles`] for a core with `l1` bytes of L1 (`None`: unknown).
+fn c_ahead_tiles_for(uk: &Microkernel, l1: Option<usize>) -> usize {
+    (l1.unwrap_or(32 << 10) / 6 / (uk.mr * uk.nr * size_of::<f32>())).max(1)
+}
+
 /// The L1 data cache of one core, in bytes, if the CPU says.
 pub(crate) fn l1_bytes() -> Option<usize> {
     static L1: OnceLock<Option<usize>> = OnceLock::new();
@@ -170,6 +183,16 @@ mod tests {
 
     /// A product of many rows.
     const SQUARE: (usize, usize) = (4096, 4096);
+
+    #[test]
+    fn c_is_prefetched_a_sixth_of_the_l1_ahead() {
+        // Tiles of 4 x 8 (128 bytes): 64 of them in a sixth of 48 KB, 42 of 32 KB (also when
+        // the L1 is unknown), and at least one.
+        assert_eq!(c_ahead_tiles_for(&PORTABLE, Some(48 << 10)), 64);
+        assert_eq!(c_ahead_tiles_for(&PORTABLE, Some(32 << 10)), 42);
+        assert_eq!(c_ahead_tiles_for(&PORTABLE, None), 42);
+        assert_eq!(c_ahead_tiles_for(&PORTABLE, Some(256)), 1);
+    }
 
     #[test]
     fn sizes_parse_as_linux_writes_them() {

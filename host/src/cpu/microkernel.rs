@@ -93,10 +93,10 @@ pub struct Microkernel {
     /// Target columns of a packed `B` block (`kc x nc`) where `B` streams from L3: the blocks
     /// of one product are of equal width around it.
     pub nc: usize,
-    /// How many columns ahead of the tile being computed the loops prefetch the lines of `C`
-    /// when the sums are short ([`packed`](super::packed)'s `SHORT_SUM`), or 0 for no such
-    /// prefetch.
-    pub c_ahead: usize,
+    /// Whether the loops prefetch the lines of `C` some tiles ahead of the one being computed
+    /// when the sums are short ([`packed`](super::packed)'s `SHORT_SUM`; how far:
+    /// [`cache`](super::cache)'s `c_ahead_tiles`).
+    pub prefetch_c: bool,
     /// The kernel.
     pub run: MicrokernelFn,
     /// The same kernel on the first `NR / 2` columns of each `B` panel (an `MR x NR/2` tile),
@@ -117,9 +117,10 @@ pub struct Microkernel {
 
 impl Microkernel {
     /// The `MR x NR` kernel `run`, its `narrow` half and its `short` heights, with the packing
-    /// for that shape and its blocking `(kc, nc, c_ahead)`.
+    /// for that shape, its blocking `(kc, nc)` and whether it prefetches `C` ahead for short sums.
     const fn new<const MR: usize, const NR: usize>(
-        (kc, nc, c_ahead): (usize, usize, usize),
+        (kc, nc): (usize, usize),
+        prefetch_c: bool,
         run: MicrokernelFn,
         narrow: Option<MicrokernelFn>,
         short: &'static [MicrokernelFn],
@@ -127,7 +128,7 @@ impl Microkernel {
     ) -> Self {
         assert!(short.len() + 1 == MR, "a short kernel for every height below MR");
         let (pack_a, pack_b) = (pack_a::<MR>, pack_b::<NR>);
-        Microkernel { mr: MR, nr: NR, kc, nc, c_ahead, run, narrow, short, detected, pack_a, pack_b }
+        Microkernel { mr: MR, nr: NR, kc, nc, prefetch_c, run, narrow, short, detected, pack_a, pack_b }
     }
 }
 
@@ -314,10 +315,11 @@ entry!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx
 entry!(portable_4x8: Portable, 4 x 1 of 8, unrolled 1);
 
 /// AVX-512F, `8 x 32`, with blocks of `kc = 1024` ([`packed`](super::packed) says why); `C`
-/// prefetched 8 tiles ahead for short sums.
+/// prefetched ahead for short sums.
 #[cfg(target_arch = "x86_64")]
 pub const AVX512: Microkernel = Microkernel::new::<8, 32>(
-    (1024, 2048, 256),
+    (1024, 2048),
+    true,
     avx512_8x32::<8>,
     Some(avx512_8x16::<8>),
     AVX512_SHORT,
@@ -334,11 +336,12 @@ const AVX512_SHORT: &[MicrokernelFn] = &[
     avx512_8x32::<7>,
 ];
 
-/// AVX2 + FMA, `6 x 16` (seed 002's shape), with blocks of `kc = 1024` like the AVX-512 kernel.
-/// No prefetch of `C` ahead (it slowed this kernel's short sums).
+/// AVX2 + FMA, `6 x 16` (seed 002's shape), with blocks of `kc = 1024` like the AVX-512 kernel;
+/// `C` not prefetched ahead.
 #[cfg(target_arch = "x86_64")]
 pub const AVX2: Microkernel = Microkernel::new::<6, 16>(
-    (1024, 2048, 0),
+    (1024, 2048),
+    false,
     avx2_6x16::<6>,
     Some(avx2_6x8::<6>),
     AVX2_SHORT,
@@ -350,7 +353,7 @@ const AVX2_SHORT: &[MicrokernelFn] =
 
 /// Any CPU, `4 x 8`.
 pub const PORTABLE: Microkernel =
-    Microkernel::new::<4, 8>((256, 2048, 0), portable_4x8::<4>, None, PORTABLE_SHORT, Portable::detected);
+    Microkernel::new::<4, 8>((256, 2048), false, portable_4x8::<4>, None, PORTABLE_SHORT, Portable::detected);
 const PORTABLE_SHORT: &[MicrokernelFn] = &[portable_4x8::<1>, portable_4x8::<2>, portable_4x8::<3>];
 
 // Every tile fits the scratch tile that edges are computed into.

@@ -4,7 +4,7 @@
 //! memory hierarchy (BLIS's five, with its `ic` and `ir` loops in one, below):
 //!
 //! ```text
-//! for jc in 0..n step nc            B block of depth x nc ([`cache`](super::cache) sizes it)
+//! for jc in 0..n step nc            B block of depth x nc ([`cache`] sizes it)
 //!   for pc in 0..k step depth       depth = kc, or a few kc when C is narrower than nc
 //!     pack B[pc.., jc..] into NR-column panels        (threads split the panels)
 //!     for ir in 0..m step MR        in parallel: each task owns MR rows of C
@@ -21,7 +21,7 @@
 //! panel kept in L1 while A panels pass, cannot keep it there: a `256 x 32` panel of B alone fills
 //! a 32 KB L1.) Larger `kc` means fewer passes over C (`k / kc` reads and writes of each tile, and
 //! as many tile epilogues), up to where the block of B no longer stays in its cache
-//! ([`cache`](super::cache) chooses the block). A block of B far larger than the L2 streams from
+//! ([`cache`] chooses the block). A block of B far larger than the L2 streams from
 //! L3 at every A panel, which the microkernel's 128 bytes of B per 16 cycles allow, and which
 //! repacks A less often than a block that fits the L2.
 //!
@@ -71,9 +71,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use crossbeam_utils::Backoff;
 
 use super::microkernel::{MAX_TILE, Microkernel};
-use super::pack;
 use super::scratch::{Scratch, with_scratch};
 use super::simd::{LINE_FLOATS, prefetch};
+use super::{cache, pack};
 use crate::matrix::{MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -89,7 +89,7 @@ pub fn gemm(
     c: &mut MatMut,
 ) -> Result<()> {
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
-    let nc_target = super::cache::block_shape(uk, c.rows, c.cols).1;
+    let nc_target = cache::block_shape(uk, c.rows, c.cols).1;
     let nc = balanced_nc(c.cols, nc_target, uk.nr);
     let kc = sum_depth(uk, c.rows, a.cols);
     let depth = kc * sums_per_block(threads, nc_target, nc);
@@ -446,7 +446,8 @@ const WARM_TILES: usize = 2;
 const COLD_A_BLOCK: usize = 512 * 1024;
 
 /// The deepest sum (`kc`) for which [`row_of_tiles`] prefetches the lines of `C` of the tile
-/// [`Microkernel::c_ahead`] columns on before each tile, where the kernel asks for it. A row of
+/// [`cache::c_ahead_tiles`] tiles on before each tile, where the kernel asks for it
+/// ([`Microkernel::prefetch_c`]). A row of
 /// tiles of `C` is `MR` streams of stores; with sums this short the microkernels' own prefetch
 /// of their tile comes a few dozen cycles before the stores, and each line is fetched at the
 /// store that first writes it, one stream at a time (products such as `4096 x 4096 x 8`, where
@@ -470,8 +471,8 @@ struct RowOfTiles<'a> {
 /// The inner loop: one packed `A` panel against panels of one packed `B` block (columns `cols`
 /// of C); `c` is C's element in the panel's first row and column 0. The microkernels prefetch
 /// the lines `warm` between them, so the next panel of `A` is packed from L1 or L2; for sums of
-/// at most [`SHORT_SUM`] steps each tile's lines of C are asked for [`Microkernel::c_ahead`]
-/// columns before it (a hint: nothing is read or written there early).
+/// at most [`SHORT_SUM`] steps each tile's lines of C are asked for [`cache::c_ahead_tiles`]
+/// tiles before it (a hint: nothing is read or written there early).
 ///
 /// # Safety
 /// The panel's `height` rows of C, `ldc` apart from `c` on, hold columns `cols`, and no other
@@ -491,8 +492,7 @@ unsafe fn row_of_tiles(
     let tiles = b_panels.len();
     let warm_from = tiles.saturating_sub(WARM_TILES);
     let mut warm = warm.chunks(warm.len().div_ceil(tiles - warm_from).max(1));
-    // For short sums, each tile's lines of C asked for `c_ahead` columns before it (SHORT_SUM).
-    let ahead = if kc <= SHORT_SUM { uk.c_ahead / nr } else { 0 };
+    let ahead = if uk.prefetch_c && kc <= SHORT_SUM { cache::c_ahead_tiles(uk) } else { 0 };
     let prefetch_tile = |q: usize| {
         let col = cols.start + q * nr;
         let last = nr.min(cols.end - col) - 1;
@@ -590,7 +590,7 @@ const MAX_SUMS_PER_BLOCK: usize = 4;
 /// The depth of the sums that each tile of `C` receives in a product of `m` rows and depth `k`
 /// with `uk` on this CPU, in order: [`balanced_kc`] of the depth of a block of `B`.
 pub(super) fn sum_depth(uk: &Microkernel, m: usize, k: usize) -> usize {
-    balanced_kc(k, super::cache::block_shape(uk, m, 0).0)
+    balanced_kc(k, cache::block_shape(uk, m, 0).0)
 }
 
 /// The depth of the `k` blocks: at most `kc_max`, and equal, so that no block is a sliver.
