@@ -111,6 +111,59 @@ pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
     F32x4([x, y, z, w])
 }
 
+/// `ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once: the line is allocated
+/// in L1 and L2 with the evict-first policy, so a matrix streaming through the caches takes the
+/// place of its own earlier lines rather than of what other work left there (the dirty lines a
+/// previous kernel wrote, which would otherwise be written back to memory during this one).
+///
+/// # Safety
+/// `ptr` must be a valid, 4-byte aligned global address whose contents no thread writes while
+/// the kernel runs (the `.nc` path does not see such writes).
+#[inline(always)]
+pub unsafe fn ld_global_cs_f32(ptr: *const f32) -> f32 {
+    let value: f32;
+    unsafe {
+        asm!(
+            "ld.global.cs.nc.f32 {v}, [{ptr}];",
+            v = out(reg32) value,
+            ptr = in(reg64) ptr,
+            options(nostack, readonly),
+        );
+    }
+    value
+}
+
+/// `@p ld.global.cs.nc.v4.f32`: [`ld_global_nc_v4_f32`] as streaming data, allocated
+/// evict-first as [`ld_global_cs_f32`] says.
+///
+/// # Safety
+/// As [`ld_global_nc_v4_f32`].
+#[inline(always)]
+pub unsafe fn ld_global_cs_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.u32 p, {g}, 0;",
+            "mov.b32 {x}, 0;",
+            "mov.b32 {y}, 0;",
+            "mov.b32 {z}, 0;",
+            "mov.b32 {w}, 0;",
+            "@p ld.global.cs.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{ptr}];",
+            "}}",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            ptr = in(reg64) ptr,
+            g = in(reg32) guard as u32,
+            options(nostack),
+        );
+    }
+    F32x4([x, y, z, w])
+}
+
 /// `ld.global.v2.f32`: loads two consecutive floats in one 8-byte access (`LDG.E.64`),
 /// through the coherent path (the kernel may have written them).
 ///

@@ -24,6 +24,10 @@
 //! A tall variant ([`TALL_SPEC`]) covers `C` with such blocks over rows of tiles of `FEW`
 //! rows, each block taking its own rows of `A` and `C`.
 //!
+//! Outside the tall variant each element of `B` is read once in the whole grid, so those loads
+//! are streaming, as in the [`vector`](crate::production::vector) kernel (evict-first in L1 and
+//! L2); the tall variant's rows of tiles read the same `B`, and load it as usual.
+//!
 //! One block per 32 columns is a small grid (32 blocks at `n = 1024`), so the host splits `K`
 //! across more blocks as it does for the tile kernels ([`split_k`](crate::production::split_k)),
 //! in slices of at least [`SLICE`] rows of `B`: one quad for each thread down `K`. Two blocks
@@ -82,7 +86,33 @@ pub const TALL_SPEC: KernelSpec = KernelSpec {
 mod device_code {
     use super::{FEW, GROUPS, K_LANES, LANES, SPEC, WARPS};
     use crate::infra::device::*;
-    use crate::infra::ptx::{F32x4, ld_global_nc_v4_f32, shfl_bfly_f32};
+    use crate::infra::ptx::{
+        F32x4, ld_global_cs_f32, ld_global_cs_v4_f32, ld_global_nc_v4_f32, shfl_bfly_f32,
+    };
+
+    /// Loads an element of `B`: streaming ([`ld_global_cs_f32`]) where each element is read once
+    /// in the whole grid, an ordinary load in the tall variant (`TALL`), whose rows of tiles
+    /// read the same `B`.
+    ///
+    /// # Safety
+    /// `ptr` is a readable element of `B`, which no thread writes.
+    #[inline(always)]
+    unsafe fn load_b<const TALL: bool>(ptr: *const f32) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe { if TALL { *ptr } else { ld_global_cs_f32(ptr) } }
+    }
+
+    /// [`load_b`] for four consecutive elements of `B` in one 16-byte load, when `guard` holds
+    /// (zeros when it does not).
+    ///
+    /// # Safety
+    /// When `guard` holds, `ptr` is 16-byte aligned and its four elements are readable elements
+    /// of `B`, which no thread writes.
+    #[inline(always)]
+    unsafe fn load_b4<const TALL: bool>(ptr: *const f32, guard: bool) -> F32x4 {
+        // SAFETY: the caller's contract.
+        unsafe { if TALL { ld_global_nc_v4_f32(ptr, guard) } else { ld_global_cs_v4_f32(ptr, guard) } }
+    }
 
     /// The index in the block's shared memory of row `i`'s partial sum of warp `warp` for lane
     /// `lane`'s column: rows of `WARPS` runs of `LANES + 1` floats (the extra one keeps the
@@ -128,8 +158,9 @@ mod device_code {
                 let mut p = ty;
                 let ahead = AHEAD as u32;
                 while p + (ahead - 1) * WARPS < k {
-                    let bs: [f32; AHEAD] =
-                        core::array::from_fn(|s| *b.add(offset(p + s as u32 * WARPS, col, ldb)));
+                    let bs: [f32; AHEAD] = core::array::from_fn(|s| {
+                        load_b::<TALL>(b.add(offset(p + s as u32 * WARPS, col, ldb)))
+                    });
                     let avs: [[f32; AHEAD]; FEW] = core::array::from_fn(|i| {
                         core::array::from_fn(|s| {
                             if i < rows { *a.add(offset(i as u32, p + s as u32 * WARPS, lda)) } else { 0.0 }
@@ -143,7 +174,7 @@ mod device_code {
                     p += ahead * WARPS;
                 }
                 while p < k {
-                    let bv = *b.add(offset(p, col, ldb));
+                    let bv = load_b::<TALL>(b.add(offset(p, col, ldb)));
                     for (i, sum) in sums.iter_mut().enumerate() {
                         if i < rows {
                             *sum = fma(*a.add(offset(i as u32, p, lda)), bv, *sum);
@@ -213,7 +244,7 @@ mod device_code {
         unsafe {
             let quad_of_b = |q: u32| -> [F32x4; 4] {
                 core::array::from_fn(|s| {
-                    ld_global_nc_v4_f32(b.wrapping_add(offset(4 * q + s as u32, col, ldb)), col < n)
+                    load_b4::<TALL>(b.wrapping_add(offset(4 * q + s as u32, col, ldb)), col < n)
                 })
             };
             let multiply = |sums: &mut [[f32; 4]; FEW], q: u32, bs: &[F32x4; 4]| {

@@ -20,6 +20,11 @@
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
 //! partials in order (`split_k`'s reduction).
 //!
+//! The matrix is read once in the whole grid, so its loads are *streaming* (`ld.global.cs`):
+//! its lines take the evict-first place in L1 and L2, and replace each other rather than what
+//! other work left in L2. Without it, the dirty lines a previous kernel left there were written
+//! back during this kernel, in the middle of its reads.
+//!
 //! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
 //! sum. The partial sums of an output are then added pairwise: for a column in registers across
@@ -75,7 +80,7 @@ pub const COLUMN_SPEC: KernelSpec = KernelSpec {
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{COLUMN_ROWS, LANES, SPEC};
-    use crate::infra::ptx::shfl_bfly_f32;
+    use crate::infra::ptx::{ld_global_cs_f32, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
     const WARPS_PER_ROW: u32 = ROW_THREADS / LANES;
@@ -90,11 +95,14 @@ mod device_code {
     const AHEAD: u32 = 16;
 
     /// `x(p) y(p)` summed over `p = first, first + STRIDE, ... < k`, where `x(p)` and `y(p)` give
-    /// the addresses of the factors: one FMA per product, each group of `AHEAD` products summed
-    /// on its own (from its first product, rounded) before it is added to the total.
+    /// the addresses of the factors, `x` in the vector and `y` in the matrix: one FMA per
+    /// product, each group of `AHEAD` products summed on its own (from its first product,
+    /// rounded) before it is added to the total. Each element of the matrix is read once in the
+    /// whole grid, so its loads are streaming ([`ld_global_cs_f32`]); the vector's are read by
+    /// every block and stay ordinary.
     ///
     /// # Safety
-    /// Every address `x(p)`, `y(p)` for `p < k` is readable.
+    /// Every address `x(p)`, `y(p)` for `p < k` is readable, and no thread writes the matrix.
     #[inline(always)]
     unsafe fn strided_dot<const STRIDE: u32>(
         first: u32,
@@ -107,7 +115,8 @@ mod device_code {
         unsafe {
             while p + (AHEAD - 1) * STRIDE < k {
                 let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * STRIDE));
-                let ys: [f32; AHEAD as usize] = core::array::from_fn(|i| *y(p + i as u32 * STRIDE));
+                let ys: [f32; AHEAD as usize] =
+                    core::array::from_fn(|i| ld_global_cs_f32(y(p + i as u32 * STRIDE)));
                 let mut group = xs[0] * ys[0];
                 for i in 1..AHEAD as usize {
                     group = fma(xs[i], ys[i], group);
@@ -116,7 +125,7 @@ mod device_code {
                 p += AHEAD * STRIDE;
             }
             while p < k {
-                sum = fma(*x(p), *y(p), sum);
+                sum = fma(*x(p), ld_global_cs_f32(y(p)), sum);
                 p += STRIDE;
             }
         }
@@ -158,7 +167,8 @@ mod device_code {
         let (tx, ty) = (thread_x(), thread_y());
         let partials = dynamic_shared_f32();
         let at = |row: u32, col: u32| row as usize * (LANES + 1) as usize + col as usize;
-        // SAFETY: every read is guarded to A's m x k and B's k x n; a column's warps run their
+        // SAFETY: every read is guarded to A's m x k and B's k x n, which no thread writes (C
+        // overlaps neither: the entry's contract); a column's warps run their
         // shuffles whole (a warp shares its row); a row's shared array is LANES x (LANES + 1),
         // written at (ty, tx) and read after the barrier.
         unsafe {
@@ -169,8 +179,8 @@ mod device_code {
                     let sum = strided_dot::<LANES>(
                         tx,
                         k,
-                        |p| a.add(offset(row, p, lda)),
                         |p| b.add(offset(p, 0, ldb)),
+                        |p| a.add(offset(row, p, lda)),
                     );
                     let total = warp_pairwise_sum(sum);
                     if tx == 0 {
@@ -204,12 +214,13 @@ mod device_code {
         // Thread q of row r: warp ty = 4 r + q / 32 of the block, lane q % 32.
         let (r, q) = (ty / WARPS_PER_ROW, ty % WARPS_PER_ROW * LANES + tx);
         let row = block_y() * COLUMN_ROWS + r;
-        // SAFETY: every read is guarded to A's m x k and B's k x 1; the shared array holds a
+        // SAFETY: every read is guarded to A's m x k and B's k x 1, which no thread writes; the
+        // shared array holds a
         // sum per warp, written by its lane 0 and read after the barrier; every lane of a warp
         // runs the shuffles (a warp's threads share their row).
         unsafe {
             let sum = if row < m {
-                strided_dot::<ROW_THREADS>(q, k, |p| a.add(offset(row, p, lda)), |p| b.add(offset(p, 0, ldb)))
+                strided_dot::<ROW_THREADS>(q, k, |p| b.add(offset(p, 0, ldb)), |p| a.add(offset(row, p, lda)))
             } else {
                 0.0
             };
