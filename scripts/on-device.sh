@@ -7,6 +7,8 @@ b=.devbuild
 out=${OUT:-device-logs}
 mkdir -p "$out"
 status=0
+# The test executables arrive compressed (scripts/devbuild.sh).
+if [ -f $b/tests.tar.xz ]; then tar xJf $b/tests.tar.xz -C $b; fi
 step() { echo; echo "== $*"; }
 # STEPS picks a subset (default: all of them, in this order).
 STEPS=${STEPS:-"sass coldstart selftest tests accuracy sanitizer transposes batch bench"}
@@ -79,6 +81,15 @@ for kernel in split_k small_tile tensor_core warpgroup; do
   for tool in memcheck racecheck initcheck; do
     $san --tool $tool $b/gemm --backend gpu --kernel $kernel --m 129 --n 127 --k 1001 --beta 0 --iters 1 >"$out/san.log" 2>&1 \
       && echo "$tool $kernel 129x127x1001: clean" || { echo "$tool $kernel 129x127x1001: FAILED"; tail -30 "$out/san.log"; status=1; }
+  done
+done
+# The kernels the automatic choice gives to narrow shapes (not selectable by name): vector
+# rows and columns, few_rows (scalar and 16-byte entries, K split), its tall variant.
+for shape in "1 131 3001" "1 64 65536" "129 1 3001" "5000 1 777" "13 1 100000" "7 131 3001" "7 132 3000" "13 132 3000"; do
+  set -- $shape
+  for tool in memcheck racecheck initcheck; do
+    $san --tool $tool $b/gemm --backend gpu --m $1 --n $2 --k $3 --beta 0.5 --iters 1 >"$out/san.log" 2>&1 \
+      && echo "$tool auto ${1}x${2}x${3}: clean" || { echo "$tool auto ${1}x${2}x${3}: FAILED"; tail -30 "$out/san.log"; status=1; }
   done
 done
 for ops in "--transa" "--transb --layout col" "--transa --transb --layout col"; do

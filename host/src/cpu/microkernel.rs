@@ -94,8 +94,8 @@ pub struct Microkernel {
     /// of one product are of equal width around it.
     pub nc: usize,
     /// Whether the loops prefetch the lines of `C` some tiles ahead of the one being computed
-    /// when the sums are short ([`packed`](super::packed)'s `SHORT_SUM`; how far:
-    /// [`cache`](super::cache)'s `c_ahead_tiles`).
+    /// when the sums are short ([`packed`](super::packed)'s `SHORT_SUM`; how far, and on which
+    /// CPUs: [`cache`](super::cache)'s `c_ahead_tiles`).
     pub prefetch_c: bool,
     /// The kernel.
     pub run: MicrokernelFn,
