@@ -1,12 +1,21 @@
-"""The CPU peers of the device host, timed like `gemm --backend cpu`: numpy's float32 matmul
-(OpenBLAS) and PyTorch's (MKL), n x n x n, at the given thread counts, the median of 5 runs
-after a warm-up, printed as GFLOP/s. Run beside `gemm --backend cpu --threads T --m N` in the
-same session for ratios (scripts/on-device.sh's `cpu` step does both).
+"""The CPU peers of the device host beside ours, in one process on the same buffers: numpy's
+float32 matmul (OpenBLAS there), PyTorch's (MKL there) and, with --ours, this project's BLAS
+drop-in (`cblas_sgemm` of libsgemm_blas.so, on the CPU). Row-major `C = A B` of each shape
+(`N` for a cube, or `MxNxK`), on one thread count per process (the drop-in reads its thread
+count, SGEMM_CPU_THREADS, once). The contenders take turns, one timed call each per round,
+after a warm-up call each, so that a neighbour's load on the shared host falls on all of them
+alike; each figure is the median of the rounds, in GFLOP/s, and `ratio` is ours over the
+fastest peer. On more than one thread each call is followed by an untimed pause (--settle):
+OpenBLAS's workers spin for about 70 ms after a call and OpenMP's (MKL's) for up to 200 ms,
+and whoever ran next would be timed against them. scripts/on-device.sh's `cpu` step runs it at each thread count.
 
-    python3 scripts/cpu-peers.py --sizes 1024,2048,4096 --threads 1,16
+    python3 scripts/cpu-peers.py --ours .devbuild/blas/libsgemm_blas.so --threads 16 \
+        --shapes 512,1024,8x4096x4096
 """
 
 import argparse
+import ctypes
+import os
 import statistics
 import time
 
@@ -18,37 +27,72 @@ try:
 except ImportError:
     torch = None
 
+# CBLAS's enumerations.
+ROW_MAJOR, NO_TRANS = 101, 111
 
-def median_seconds(f, runs=5):
-    f()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+
+def load_ours(path, threads):
+    """`cblas_sgemm` of the drop-in at `path`, on the CPU with `threads` threads."""
+    os.environ["SGEMM_BACKEND"] = "cpu"
+    os.environ["SGEMM_CPU_THREADS"] = str(threads)
+    lib = ctypes.CDLL(path)
+    f = lib.cblas_sgemm
+    f.restype = None
+    ptr = ctypes.POINTER(ctypes.c_float)
+    i, s = ctypes.c_int, ctypes.c_float
+    f.argtypes = [i, i, i, i, i, i, s, ptr, i, ptr, i, s, ptr, i]
+    return f
+
+
+def shape(text):
+    parts = [int(x) for x in text.lower().split("x")]
+    return (parts * 3)[:3] if len(parts) == 1 else tuple(parts)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--sizes", default="1024,2048,4096")
-    p.add_argument("--threads", default="1,16")
+    p.add_argument("--shapes", default="1024,2048,4096")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--ours", help="path of libsgemm_blas.so")
+    p.add_argument("--seconds", type=float, default=3.0, help="time per shape (at least 5 rounds)")
+    p.add_argument("--settle", type=float, default=0.25, help="pause after each call, threads > 1")
     args = p.parse_args()
-    for threads in map(int, args.threads.split(",")):
-        for n in map(int, args.sizes.split(",")):
-            rng = np.random.default_rng(n)
-            a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-            b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-            flops = 2 * n**3
-            with threadpool_limits(limits=threads):
-                numpy_s = median_seconds(lambda: a @ b)
-            line = f"threads {threads:2} n {n:5}  numpy {flops / numpy_s / 1e9:8.1f} GFLOP/s"
-            if torch is not None:
-                torch.set_num_threads(threads)
-                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-                torch_s = median_seconds(lambda: ta @ tb)
-                line += f"  torch {flops / torch_s / 1e9:8.1f} GFLOP/s"
-            print(line, flush=True)
+    threads = args.threads
+    ours = load_ours(args.ours, threads) if args.ours else None
+    if torch is not None:
+        torch.set_num_threads(threads)
+    for m, n, k in map(shape, args.shapes.split(",")):
+        rng = np.random.default_rng(m * n * k)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c = np.zeros((m, n), np.float32)
+        contenders = {"numpy": lambda: np.matmul(a, b, out=c)}
+        if torch is not None:
+            ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+            contenders["torch"] = lambda: torch.matmul(ta, tb, out=tc)
+        if ours is not None:
+            fp = ctypes.POINTER(ctypes.c_float)
+            pa, pb, pc = (x.ctypes.data_as(fp) for x in (a, b, c))
+            contenders["ours"] = lambda: ours(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+        times = {name: [] for name in contenders}
+        with threadpool_limits(limits=threads):
+            for f in contenders.values():
+                f()
+            start = time.perf_counter()
+            while min(map(len, times.values())) < 5 or time.perf_counter() - start < args.seconds:
+                for name, f in contenders.items():
+                    t = time.perf_counter()
+                    f()
+                    times[name].append(time.perf_counter() - t)
+                    if threads > 1:
+                        time.sleep(args.settle)
+        rate = {name: 2 * m * n * k / statistics.median(ts) / 1e9 for name, ts in times.items()}
+        line = f"threads {threads:2} {m}x{n}x{k:<6} rounds {len(times['numpy']):4}"
+        line += "".join(f"  {name} {r:8.1f}" for name, r in rate.items())
+        if ours is not None:
+            best = max(r for name, r in rate.items() if name != "ours")
+            line += f"  ratio {rate['ours'] / best:.3f}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ step() { echo; echo "== $*"; }
 # STEPS picks a subset (default: all of them, in this order).
 STEPS=${STEPS:-"sass coldstart selftest tests accuracy sanitizer transposes batch bench"}
 # (Also, on request: before, the previous build's sweep; cpu, the CPU path beside the host's
-# numpy and PyTorch, CPU_SIZES and CPU_THREADS.)
+# numpy and PyTorch, CPU_SHAPES and CPU_THREADS.)
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step "device"
@@ -141,19 +141,12 @@ nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --form
 fi
 
 if want cpu; then
-step "CPU path on the host beside numpy (OpenBLAS) and PyTorch (MKL); GFLOP/s, median of 5"
+step "CPU path on the host beside numpy (OpenBLAS) and PyTorch (MKL), in one process on the same buffers; GFLOP/s"
 lscpu | grep -E "Model name|L2 cache" ; grep -m1 -o "avx512[a-z_0-9]*" /proc/cpuinfo | head -3 | tr '\n' ' '; echo
 for t in ${CPU_THREADS:-1 16}; do
-  for n in ${CPU_SIZES:-1024 2048 4096}; do
-    for g in $b/gemm-before $b/gemm; do
-      [ -x "$g" ] || continue
-      $g --backend cpu --threads $t --m $n --iters 5 --no-check 2>&1 | tail -1 |
-        awk -v g="$(basename $g)" -v t=$t -v n=$n '{ printf "threads %2d n %5d  %-12s %8.1f GFLOP/s\n", t, n, g, $3 }'
-    done
-  done
+  python3 scripts/cpu-peers.py --ours $b/blas/libsgemm_blas.so --threads $t \
+    --shapes "${CPU_SHAPES:-512,1000,1024,2048,4096}" 2>&1 | tee -a "$out/cpu.log" || status=1
 done
-python3 scripts/cpu-peers.py --sizes "$(echo ${CPU_SIZES:-1024 2048 4096} | tr ' ' ,)" \
-  --threads "$(echo ${CPU_THREADS:-1 16} | tr ' ' ,)" || status=1
 fi
 
 echo; echo "on-device status: $status"
