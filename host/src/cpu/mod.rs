@@ -57,8 +57,8 @@ pub struct CpuKernel {
 
 /// The packed kernel with microkernel `uk`, as a registry row: products that
 /// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, and
-/// matrix-vector products ([`vector::applies`]) to `vector`, the same instruction set's
-/// matrix-vector kernels.
+/// matrix-vector products and products of a few rows ([`vector::applies`]) to `vector`, the
+/// same instruction set's matrix-vector kernels.
 macro_rules! packed_kernel {
     ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {
         CpuKernel {
@@ -74,7 +74,7 @@ macro_rules! packed_kernel {
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c) };
                     Ok(())
-                } else if vector::applies(m, n) {
+                } else if vector::applies(&$vector, m, n, b.layout) {
                     let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: as above, for `vector`.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }

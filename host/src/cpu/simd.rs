@@ -31,6 +31,8 @@ pub trait Simd: Copy {
     type Mask: Copy;
     /// Lanes per vector.
     const LANES: usize;
+    /// Vector registers of the instruction set.
+    const REGISTERS: usize;
     /// Whether this CPU can run the instructions (checked once at dispatch).
     fn detected() -> bool;
     /// A vector of zeros.
@@ -64,6 +66,7 @@ impl Simd for Avx512 {
     type V = __m512;
     type Mask = __mmask16;
     const LANES: usize = 16;
+    const REGISTERS: usize = 32;
     fn detected() -> bool {
         is_x86_feature_detected!("avx512f")
     }
@@ -116,6 +119,7 @@ impl Simd for Avx2 {
     type V = __m256;
     type Mask = __m256i;
     const LANES: usize = 8;
+    const REGISTERS: usize = 16;
     fn detected() -> bool {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
     }
@@ -170,6 +174,8 @@ impl Simd for Portable {
     type V = [f32; 8];
     type Mask = usize;
     const LANES: usize = 8;
+    // Two SSE registers a vector on the baseline target.
+    const REGISTERS: usize = 8;
     fn detected() -> bool {
         true
     }

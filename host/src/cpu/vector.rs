@@ -1,16 +1,21 @@
-//! Matrix-vector products that arrive as GEMM: one row or one column of `C`.
+//! Matrix-vector products that arrive as GEMM: one row or one column of `C`, and products of a
+//! few rows.
 //!
 //! With `m == 1` or `n == 1` every value of the large operand (call it `X`: `B` for one row of
 //! `C`, `A` for one column) is used once, for one multiply-add: the product moves 4 bytes of `X`
 //! per 2 flops and runs at the speed memory delivers `X`. Packing `X` would copy each value once
 //! more, and the register tile would multiply a padded panel of `MR` rows (or `NR` columns) for
-//! one, so here `X` is read where it lies, once, in the direction it is contiguous in:
+//! one, so here `X` is read where it lies, once, in the direction it is contiguous in. With a
+//! few rows of `C` ([`Vector::few_rows`]) and `B` row-major it is still so: each value of `B` is used for
+//! a few multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows of `C` are
+//! computed together, as several *heads* against one `X`, each row of `X` read once for all:
 //!
-//! - **Rows of `C`'s direction contiguous** (one row of `C` with `B` row-major, one column with
-//!   `A` column-major): `out += v[p] * X[p, ..]` for each step `p`, scaled rows of `X` added to
-//!   a block of accumulators that stays in L1 (half of it: [`axpy_block`]), [`AXPY_ROWS`] rows a
-//!   pass over it, each row of `X` read as one long run in address order, the run the hardware
-//!   prefetcher follows best. Each value
+//! - **Rows of `C`'s direction contiguous** (rows of `C` with `B` row-major, one column with
+//!   `A` column-major): `out_h += v_h[p] * X[p, ..]` for each step `p` and head `h`, scaled rows
+//!   of `X` added to blocks of accumulators that stay in L1 (half of it together:
+//!   [`axpy_block`]), [`AXPY_ROWS`] rows a pass over them, each row of `X` loaded once for all
+//!   heads and read as one long run in address order, the run the hardware prefetcher follows
+//!   best. Each value
 //!   of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds from zero, then
 //!   `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the packed path's
 //!   sums ([`packed::sum_depth`]).
@@ -32,7 +37,7 @@ use super::simd::{Avx2, Avx512};
 use super::simd::{LINE_FLOATS, Portable, Simd};
 use super::{cache, packed};
 use crate::Result;
-use crate::matrix::{MatMut, MatRef};
+use crate::matrix::{Layout, MatMut, MatRef};
 
 /// The values of `out` accumulated at once in the `axpy` form: half of this core's L1 (of 32 KB
 /// when the CPU does not say) in whole cache lines, so the accumulators stay in L1 beside the
@@ -46,9 +51,19 @@ fn axpy_block() -> usize {
 /// two vectors of `v`, within the 16 registers of AVX2.
 const DOT_ROWS: usize = 4;
 
-/// Whether an `m x n` product is a matrix-vector product, computed here.
-pub fn applies(m: usize, n: usize) -> bool {
-    m == 1 || n == 1
+/// Whether an `m x n` product with `B` in `b_layout` is computed by `kernel`: a matrix-vector
+/// product, or a product of at most [`Vector::few_rows`] rows with `B` row-major.
+pub fn applies(kernel: &Vector, m: usize, n: usize, b_layout: Layout) -> bool {
+    m == 1 || n == 1 || (m <= kernel.few_rows && b_layout == Layout::RowMajor)
+}
+
+/// The most heads the `axpy` form adds at once, and so the most rows of `C` it computes (each
+/// row of `X` is then loaded once for all of them): their [`AXPY_ROWS`] broadcast values each
+/// stay in registers beside the rows of `X`, 4 heads within 32 registers (AVX-512), 2 within
+/// 16. With more rows the packed path, whose tile keeps `MR` rows in registers, is faster
+/// (measured in `docs/performance-notes.md`).
+const fn head_group<S: Simd>() -> usize {
+    if S::REGISTERS >= 32 { 4 } else { 2 }
 }
 
 /// One matrix-vector product: `out[i * out_stride] = alpha * sum_p X(i, p) v(p) + beta * out`
@@ -61,9 +76,14 @@ struct Gemv {
     x: *const f32,
     x_out: usize,
     x_depth: usize,
+    /// Products computed at once against the same `X` (`heads` rows of `C`), each with its own
+    /// vector (`v_head` apart) and output (`out_head` apart); 1 except in the `axpy` form.
+    heads: usize,
     v: *const f32,
+    v_head: usize,
     v_stride: usize,
     out: *mut f32,
+    out_head: usize,
     out_stride: usize,
     alpha: f32,
     beta: f32,
@@ -84,6 +104,8 @@ type FormFn = unsafe fn(&Gemv, Range<usize>);
 pub struct Vector {
     axpy: FormFn,
     dot: FormFn,
+    /// The most rows of `C` of a product computed here ([`head_group`]).
+    pub few_rows: usize,
 }
 
 thread_local! {
@@ -93,12 +115,13 @@ thread_local! {
     static X_COPY: Scratch = const { RefCell::new(Vec::new()) };
 }
 
-/// `C = alpha * A * B + beta * C` for `m == 1` or `n == 1` ([`applies`]), under the contract of
+/// `C = alpha * A * B + beta * C` for a product that [`applies`] to `kernel`, under the contract of
 /// [`CpuKernelFn`](super::CpuKernelFn), on up to `threads` threads; `kc` is the depth of the
 /// sums of the `axpy` form.
 ///
 /// # Safety
-/// The CPU has `kernel`'s instruction set.
+/// The CPU has `kernel`'s instruction set, and the product [`applies`] to it (with `m > 1` and
+/// `n > 1`, `B` row-major: the `axpy` form is the one that computes several heads).
 // The GEMM's five operands, and how to compute them: the kernels, the depth of a sum, threads.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemv(
@@ -114,30 +137,41 @@ pub unsafe fn gemv(
     let (m, n, k) = (c.rows, c.cols, a.cols);
     // X, read once, as a `len x k` view, and the vector v; C is row-major (the contract): a
     // row's values 1 apart, a column's ldc.
-    let (x, v, out_stride) = if m == 1 {
-        // out = row 0 of C, X(j, p) = B[p, j], v(p) = A[0, p].
+    let (x, v, out_stride) = if m == 1 || n > 1 {
+        // out = rows of C, X(j, p) = B[p, j], v(p) = A[h, p] for row h.
         (b.t(), *a, 1)
     } else {
         // out = column 0 of C, X(i, p) = A[i, p], v(p) = B[p, 0].
         (*a, *b, c.ld)
     };
     let ((x_out, x_depth), v_strides) = (x.strides(), v.strides());
-    let v_stride = if v.rows == 1 { v_strides.1 } else { v_strides.0 };
+    let (heads, v_head, v_stride) = if m > 1 && n > 1 {
+        // v = A: row h is head h's vector.
+        (m, v_strides.0, v_strides.1)
+    } else if v.rows == 1 {
+        (1, 0, v_strides.1)
+    } else {
+        (1, 0, v_strides.0)
+    };
     let gemv = Gemv {
         len: x.rows,
         depth: k,
         x: x.data.as_ptr(),
         x_out,
         x_depth,
+        heads,
         v: v.data.as_ptr(),
+        v_head,
         v_stride,
         out: c.data.as_mut_ptr(),
+        out_head: c.ld,
         out_stride,
         alpha,
         beta,
         kc,
     };
     let threads = packed::worth_waking(threads, m, n, k);
+    debug_assert!(heads == 1 || x_out == 1, "several heads need the axpy form");
     if x_out == 1 && gemv.len > 1 {
         // SAFETY: the caller detected the CPU; the views were checked against their slices.
         return unsafe { split(kernel.axpy, &gemv, threads) };
@@ -215,30 +249,60 @@ impl Shared {
 /// As [`FormFn`].
 #[inline(always)]
 unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
-    let block = axpy_block();
+    // Each head's accumulators, `width` values in whole lines, together half the L1.
+    let width = (axpy_block() / g.heads / LINE_FLOATS).max(1) * LINE_FLOATS;
     // A few KB per call and thread, next to a product of at least a few megaflops.
-    let mut acc = vec![0.0f32; block];
-    for first in range.clone().step_by(block) {
-        let acc = &mut acc[..block.min(range.end - first)];
+    let mut acc = vec![0.0f32; g.heads * width];
+    for first in range.clone().step_by(width) {
+        let len = width.min(range.end - first);
         for start in (0..g.depth).step_by(g.kc) {
             acc.fill(0.0);
             let end = g.depth.min(start + g.kc);
             let mut p = start;
             while p + AXPY_ROWS <= end {
-                // SAFETY: v(p..p + AXPY_ROWS), and X(first.., p..) for `acc.len()` values, lie
-                // inside their views.
-                unsafe { add_scaled::<S, AXPY_ROWS>(acc, g, first, p) };
+                // SAFETY: v(h, p..p + AXPY_ROWS) for every head, and X(first.., p..) for `len`
+                // values, lie inside their views.
+                unsafe { add_rows::<S, AXPY_ROWS>(&mut acc, width, len, g, first, p) };
                 p += AXPY_ROWS;
             }
             for p in p..end {
                 // SAFETY: as above, for step p.
-                unsafe { add_scaled::<S, 1>(acc, g, first, p) };
+                unsafe { add_rows::<S, 1>(&mut acc, width, len, g, first, p) };
             }
             let beta = if start == 0 { g.beta } else { 1.0 };
-            for (l, &sum) in acc.iter().enumerate() {
-                // SAFETY: out(first + l) is in this call's range.
-                unsafe { update(g, first + l, sum, beta) };
+            for (h, acc) in acc.chunks(width).enumerate() {
+                for (l, &sum) in acc[..len].iter().enumerate() {
+                    // SAFETY: out(h, first + l) is in this call's range.
+                    unsafe { update(g, h, first + l, sum, beta) };
+                }
             }
+        }
+    }
+}
+
+/// [`add_scaled`] for all the heads at once (at most [`head_group`]): head `h`'s accumulators
+/// are `acc[h * width..][..len]`.
+///
+/// # Safety
+/// As [`add_scaled`], for every head.
+#[inline(always)]
+unsafe fn add_rows<S: Simd, const R: usize>(
+    acc: &mut [f32],
+    width: usize,
+    len: usize,
+    g: &Gemv,
+    first: usize,
+    p: usize,
+) {
+    debug_assert!(g.heads <= head_group::<S>());
+    // SAFETY: the caller's promise.
+    unsafe {
+        match g.heads {
+            1 => add_scaled::<S, R, 1>(acc, width, len, g, 0, first, p),
+            2 => add_scaled::<S, R, 2>(acc, width, len, g, 0, first, p),
+            3 if head_group::<S>() >= 3 => add_scaled::<S, R, 3>(acc, width, len, g, 0, first, p),
+            _ if head_group::<S>() >= 4 => add_scaled::<S, R, 4>(acc, width, len, g, 0, first, p),
+            _ => unreachable!("at most head_group heads"),
         }
     }
 }
@@ -248,47 +312,66 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
 /// in at once.
 const AXPY_ROWS: usize = 4;
 
-/// `acc += v(p) X(first.., p) + ... + v(p + R - 1) X(first.., p + R - 1)` over `acc.len()`
-/// values, one fused multiply-add per value and step, the steps in order (so the sums are those
-/// of one step at a time), the last partial vector under a mask.
+/// For heads `h0..h0 + H`: `acc_h += v_h(p) X(first.., p) + ... + v_h(p + R - 1) X(first..,
+/// p + R - 1)` over `len` values, head `h0 + i`'s accumulators at `acc[i * width..]`; one fused
+/// multiply-add per value and step, the steps in order (so the sums are those of one step at a
+/// time), the last partial vector under a mask. The `R` rows of `X` are loaded once for the `H`
+/// heads.
 ///
 /// # Safety
-/// The CPU has `S`'s instruction set; `v(p..p + R)` and `X(first..first + acc.len(), p..p + R)`
-/// lie inside `g`'s views.
+/// The CPU has `S`'s instruction set; `acc` holds `(H - 1) * width + len` values; `v_h(p..p +
+/// R)` for those heads and `X(first..first + len, p..p + R)` lie inside `g`'s views.
 #[inline(always)]
-unsafe fn add_scaled<S: Simd, const R: usize>(acc: &mut [f32], g: &Gemv, first: usize, p: usize) {
-    let (whole, rest) = (acc.len() / S::LANES * S::LANES, acc.len() % S::LANES);
-    let dst = acc.as_mut_ptr();
-    // SAFETY: `dst` and each row hold `acc.len()` values; the last partial vector is masked.
+unsafe fn add_scaled<S: Simd, const R: usize, const H: usize>(
+    acc: &mut [f32],
+    width: usize,
+    len: usize,
+    g: &Gemv,
+    h0: usize,
+    first: usize,
+    p: usize,
+) {
+    let (whole, rest) = (len / S::LANES * S::LANES, len % S::LANES);
+    let dst: [*mut f32; H] = std::array::from_fn(|i| acc[i * width..].as_mut_ptr());
+    // SAFETY: each head's `dst` and each row hold `len` values; the last partial vector is
+    // masked.
     unsafe {
-        let s: [S::V; R] = std::array::from_fn(|r| S::splat(*g.v.add((p + r) * g.v_stride)));
+        let s: [[S::V; R]; H] = std::array::from_fn(|i| {
+            std::array::from_fn(|r| S::splat(*g.v.add((h0 + i) * g.v_head + (p + r) * g.v_stride)))
+        });
         let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((p + r) * g.x_depth + first));
         for l in (0..whole).step_by(S::LANES) {
-            let mut sum = S::load(dst.add(l));
-            for r in 0..R {
-                sum = S::fma(s[r], S::load(rows[r].add(l)), sum);
+            let xs: [S::V; R] = std::array::from_fn(|r| S::load(rows[r].add(l)));
+            for i in 0..H {
+                let mut sum = S::load(dst[i].add(l));
+                for r in 0..R {
+                    sum = S::fma(s[i][r], xs[r], sum);
+                }
+                S::store(dst[i].add(l), sum);
             }
-            S::store(dst.add(l), sum);
         }
         if rest > 0 {
             let mask = S::first(rest);
-            let mut sum = S::load_masked(dst.add(whole), mask);
-            for r in 0..R {
-                sum = S::fma(s[r], S::load_masked(rows[r].add(whole), mask), sum);
+            let xs: [S::V; R] = std::array::from_fn(|r| S::load_masked(rows[r].add(whole), mask));
+            for i in 0..H {
+                let mut sum = S::load_masked(dst[i].add(whole), mask);
+                for r in 0..R {
+                    sum = S::fma(s[i][r], xs[r], sum);
+                }
+                S::store_masked(dst[i].add(whole), mask, sum);
             }
-            S::store_masked(dst.add(whole), mask, sum);
         }
     }
 }
 
-/// `out[i] = alpha * sum + beta * out[i]`, `out[i]` not read when `beta == 0`.
+/// `out_h[i] = alpha * sum + beta * out_h[i]`, `out_h[i]` not read when `beta == 0`.
 ///
 /// # Safety
-/// `out(i)` lies inside `C` and is the caller's to write.
+/// `out_h(i)` lies inside `C` and is the caller's to write.
 #[inline(always)]
-unsafe fn update(g: &Gemv, i: usize, sum: f32, beta: f32) {
+unsafe fn update(g: &Gemv, h: usize, i: usize, sum: f32, beta: f32) {
     unsafe {
-        let out = g.out.add(i * g.out_stride);
+        let out = g.out.add(h * g.out_head + i * g.out_stride);
         *out = if beta == 0.0 { g.alpha * sum } else { beta.mul_add(*out, g.alpha * sum) };
     }
 }
@@ -345,7 +428,7 @@ unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
                 S::store(lane.as_mut_ptr(), v);
             }
             let sum = (0..S::LANES).map(|l| lanes[0][l] + lanes[1][l]).sum();
-            update(g, i + r, sum, g.beta);
+            update(g, 0, i + r, sum, g.beta);
         }
     }
 }
@@ -366,7 +449,7 @@ macro_rules! vector {
                 // SAFETY: the contract of FormFn.
                 unsafe { dot::<$simd>(g, range) }
             }
-            Vector { axpy: axpy_fn, dot: dot_fn }
+            Vector { axpy: axpy_fn, dot: dot_fn, few_rows: head_group::<$simd>() }
         };
     };
 }
@@ -412,13 +495,30 @@ mod tests {
         let layouts = [Layout::RowMajor, Layout::ColMajor];
         // One row, one column and one value of C; lengths across the vectors, the blocks of
         // the axpy form and the partial sums of the dot form; kc = 7 splits the sums.
-        let shapes =
-            [(1, 1, 1), (1, 1, 45), (1, 5, 3), (1, 70, 33), (1, 4200, 9), (3, 1, 1), (77, 1, 40), (9, 1, 17)];
+        let shapes = [
+            (1, 1, 1),
+            (1, 1, 45),
+            (1, 5, 3),
+            (1, 70, 33),
+            (1, 4200, 9),
+            (3, 1, 1),
+            (77, 1, 40),
+            (9, 1, 17),
+            // A few rows (B row-major only): heads in groups and alone, runs of accumulators
+            // cut by the L1 block and by a partial vector.
+            (2, 70, 33),
+            (3, 4200, 9),
+            (4, 1000, 13),
+            (4, 37, 1),
+        ];
         for (name, kernel) in kernels() {
             for (m, n, k) in shapes {
                 for (la, lb, alpha, beta) in
                     [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
                 {
+                    if !applies(&kernel, m, n, layouts[lb]) {
+                        continue;
+                    }
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
                     let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
                     let case = format!("{name} {m}x{n}x{k} {:?} {:?} beta {beta}", layouts[la], layouts[lb]);
