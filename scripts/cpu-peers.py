@@ -1,13 +1,15 @@
 """The CPU peers of the device host beside ours, in one process on the same buffers: numpy's
 float32 matmul (OpenBLAS there), PyTorch's (MKL there) and, with --ours, this project's BLAS
-drop-in (`cblas_sgemm` of libsgemm_blas.so, on the CPU). Row-major `C = A B` of each shape
-(`N` for a cube, or `MxNxK`), on one thread count per process (the drop-in reads its thread
-count, SGEMM_CPU_THREADS, once). The contenders take turns, one timed call each per round,
-after a warm-up call each, so that a neighbour's load on the shared host falls on all of them
-alike; each figure is the median of the rounds, in GFLOP/s, and `ratio` is ours over the
-fastest peer. On more than one thread each call is followed by an untimed pause (--settle):
-OpenBLAS's workers spin for about 70 ms after a call and OpenMP's (MKL's) for up to 200 ms,
-and whoever ran next would be timed against them. scripts/on-device.sh's `cpu` step runs it at each thread count.
+drop-in (`cblas_sgemm` of libsgemm_blas.so, on the CPU); --before adds another build's drop-in
+(a library of its own in the process), for a before/after in the same turns. Row-major
+`C = A B` of each shape (`N` for a cube, or `MxNxK`), on one thread count per process (the
+drop-in reads its thread count, SGEMM_CPU_THREADS, once). The contenders take turns, one timed
+call each per round, after a warm-up call each, so that a neighbour's load on the shared host
+falls on all of them alike; each figure is the median of the rounds, in GFLOP/s, and `ratio`
+is ours over the fastest peer. On more than one thread each call is followed by an untimed
+pause (--settle): OpenBLAS's workers spin for about 70 ms after a call and OpenMP's (MKL's)
+for up to 200 ms, and whoever ran next would be timed against them. scripts/on-device.sh's
+`cpu` step runs it at each thread count.
 
     python3 scripts/cpu-peers.py --ours .devbuild/blas/libsgemm_blas.so --threads 16 \
         --shapes 512,1024,8x4096x4096
@@ -54,11 +56,13 @@ def main():
     p.add_argument("--shapes", default="1024,2048,4096")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--ours", help="path of libsgemm_blas.so")
+    p.add_argument("--before", help="path of another build's libsgemm_blas.so, timed beside")
     p.add_argument("--seconds", type=float, default=3.0, help="time per shape (at least 5 rounds)")
     p.add_argument("--settle", type=float, default=0.25, help="pause after each call, threads > 1")
     args = p.parse_args()
     threads = args.threads
     ours = load_ours(args.ours, threads) if args.ours else None
+    before = load_ours(args.before, threads) if args.before else None
     if torch is not None:
         torch.set_num_threads(threads)
     for m, n, k in map(shape, args.shapes.split(",")):
@@ -74,6 +78,10 @@ def main():
             fp = ctypes.POINTER(ctypes.c_float)
             pa, pb, pc = (x.ctypes.data_as(fp) for x in (a, b, c))
             contenders["ours"] = lambda: ours(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+            if before is not None:
+                contenders["before"] = lambda: before(
+                    ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n
+                )
         times = {name: [] for name in contenders}
         with threadpool_limits(limits=threads):
             for f in contenders.values():
@@ -90,7 +98,7 @@ def main():
         line = f"threads {threads:2} {m}x{n}x{k:<6} rounds {len(times['numpy']):4}"
         line += "".join(f"  {name} {r:8.1f}" for name, r in rate.items())
         if ours is not None:
-            best = max(r for name, r in rate.items() if name != "ours")
+            best = max(r for name, r in rate.items() if name not in ("ours", "before"))
             line += f"  ratio {rate['ours'] / best:.3f}"
         print(line, flush=True)
 
