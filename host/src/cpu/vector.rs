@@ -280,8 +280,9 @@ unsafe fn axpy<S: Simd>(g: &Gemv, range: Range<usize>) {
     }
 }
 
-/// [`add_scaled`] for all the heads at once (at most [`head_group`]): head `h`'s accumulators
-/// are `acc[h * width..][..len]`.
+/// [`add_scaled`] for every head: all at once within a [`head_group`] (the products that
+/// [`applies`] gives this form), else one at a time. Head `h`'s accumulators are
+/// `acc[h * width..][..len]`.
 ///
 /// # Safety
 /// As [`add_scaled`], for every head.
@@ -294,15 +295,19 @@ unsafe fn add_rows<S: Simd, const R: usize>(
     first: usize,
     p: usize,
 ) {
-    debug_assert!(g.heads <= head_group::<S>());
-    // SAFETY: the caller's promise.
+    let group = head_group::<S>();
+    // SAFETY: the caller's promise, for all the heads or for head h.
     unsafe {
         match g.heads {
             1 => add_scaled::<S, R, 1>(acc, width, len, g, 0, first, p),
             2 => add_scaled::<S, R, 2>(acc, width, len, g, 0, first, p),
-            3 if head_group::<S>() >= 3 => add_scaled::<S, R, 3>(acc, width, len, g, 0, first, p),
-            _ if head_group::<S>() >= 4 => add_scaled::<S, R, 4>(acc, width, len, g, 0, first, p),
-            _ => unreachable!("at most head_group heads"),
+            3 if group >= 3 => add_scaled::<S, R, 3>(acc, width, len, g, 0, first, p),
+            4 if group >= 4 => add_scaled::<S, R, 4>(acc, width, len, g, 0, first, p),
+            heads => {
+                for h in 0..heads {
+                    add_scaled::<S, R, 1>(&mut acc[h * width..], width, len, g, h, first, p);
+                }
+            }
         }
     }
 }
