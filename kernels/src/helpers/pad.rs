@@ -8,16 +8,28 @@
 //!   batch of matrices anywhere in memory into one strided buffer, and to scatter the results
 //!   back (`rows_pad = rows`, `cols_pad = cols`: a plain copy).
 //!
-//! One thread per element of the destination, a warp along a row: reads and writes coalesced.
+//! A warp along a row, each thread copying [`COLS`] elements 32 columns apart in each of [`ROWS`]
+//! rows 8 apart: every load and store of a warp is 32 consecutive floats (coalesced, at any
+//! alignment of the source), and a thread's `COLS x ROWS` loads are independent, so they are in
+//! flight together: what bounds a copy is how many reads the SMs keep in flight.
 
 use crate::infra::launch::KernelSpec;
 
-/// Launch configuration of [`sgemm_pad`](self); its grid covers the destination block.
-pub const SPEC: KernelSpec = KernelSpec::elementwise(
-    "pad",
-    "sgemm_pad",
-    "B = A zero-padded, per batch member (16-byte-only kernels; gathering a batch)",
-);
+/// Columns each thread copies in a row, 32 apart.
+const COLS: u32 = 4;
+/// Rows each thread copies, 8 apart (the block's height).
+const ROWS: u32 = 2;
+
+/// Launch configuration of [`sgemm_pad`](self): blocks of 32 x 8 threads over `8 ROWS` rows and
+/// `32 COLS` columns of the destination block.
+pub const SPEC: KernelSpec = KernelSpec {
+    tile: (8 * ROWS, 32 * COLS),
+    ..KernelSpec::elementwise(
+        "pad",
+        "sgemm_pad",
+        "B = A zero-padded, per batch member (16-byte-only kernels; gathering a batch)",
+    )
+};
 
 crate::infra::params::kernel_params! { $ pad_entry,
     /// [`sgemm_pad`](self)'s parameters: in each member, `a` is row-major `rows x cols` with
@@ -32,7 +44,7 @@ crate::infra::params::kernel_params! { $ pad_entry,
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{PadParams, SPEC, pad_entry};
+    use super::{COLS, PadParams, ROWS, SPEC, pad_entry};
     use crate::infra::device::*;
     use crate::infra::ptx::ld_global_nc_f32;
 
@@ -61,13 +73,22 @@ mod device_code {
                 (*row as *const f32, *row.add(1) as *mut f32)
             }
         };
-        let (row, col) = element(&SPEC);
-        if row < rows_pad && col < cols_pad {
-            // SAFETY: the load is guarded to A's rows x cols; row < rows_pad, col < cols_pad is
-            // inside B's block.
-            unsafe {
-                let x = ld_global_nc_f32(a.wrapping_add(offset(row, col, lda)), row < rows && col < cols);
-                *b.add(offset(row, col, ldb)) = x;
+        let (row0, col0) = element(&SPEC);
+        let at = |i: u32, j: u32| (row0 + 8 * i, col0 + 32 * j);
+        let xs: [[f32; COLS as usize]; ROWS as usize] = core::array::from_fn(|i| {
+            core::array::from_fn(|j| {
+                let (row, col) = at(i as u32, j as u32);
+                // SAFETY: the load is guarded to A's rows x cols.
+                unsafe { ld_global_nc_f32(a.wrapping_add(offset(row, col, lda)), row < rows && col < cols) }
+            })
+        });
+        for (i, xs) in xs.iter().enumerate() {
+            for (j, &x) in xs.iter().enumerate() {
+                let (row, col) = at(i as u32, j as u32);
+                if row < rows_pad && col < cols_pad {
+                    // SAFETY: row < rows_pad, col < cols_pad is inside B's block.
+                    unsafe { *b.add(offset(row, col, ldb)) = x };
+                }
             }
         }
     }
