@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use sgemm::{Backend, DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, MatMut, MatRef, Strided};
@@ -716,17 +717,28 @@ fn time_cpu(
     // that was idle. Samples of 100 us read ours and the peers 5-30% below samples of 2 ms at
     // n = 32-128 on one thread, and swung more from run to run.
     const SAMPLE_SECONDS: f64 = 2e-3;
+    /// The seed of the rounds' orders.
+    const ROUND_ORDER_SEED: u64 = 31;
     let fastest = untimed.iter().copied().fold(f64::INFINITY, f64::min);
     let calls = ((SAMPLE_SECONDS / fastest).ceil() as usize).clamp(1, 100_000);
     let rounds = ((10.0 / (round_seconds * calls as f64)) as usize).clamp(7, replays(problem.cube_side()));
     let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
+    // Each round takes the contenders in an order of its own (shuffled, the same sequence every
+    // run), so that no contender always follows the same one: whoever comes right after the
+    // FMA loop runs slower for a while, and whoever follows a peer's pause starts on an idle
+    // core. Each contender follows each of the others in about as many rounds, and the median
+    // of its rounds leaves those few out.
+    let mut order: Vec<usize> = (0..contenders.len()).collect();
+    let mut rng = StdRng::seed_from_u64(ROUND_ORDER_SEED);
     for _ in 0..rounds {
-        for ((_, _, run, settle), samples) in contenders.iter().zip(&mut samples) {
+        order.shuffle(&mut rng);
+        for &i in &order {
+            let (_, _, run, settle) = &contenders[i];
             let started = Instant::now();
             for _ in 0..calls {
                 run(&mut c)?;
             }
-            samples.push(started.elapsed().as_secs_f64() / calls as f64);
+            samples[i].push(started.elapsed().as_secs_f64() / calls as f64);
             std::thread::sleep(*settle);
         }
     }
