@@ -6,19 +6,19 @@
 //! per 2 flops and runs at the speed memory delivers `X`. Packing `X` would copy each value once
 //! more, and the register tile would multiply a padded panel of `MR` rows (or `NR` columns) for
 //! one, so here `X` is read where it lies, once, in the direction it is contiguous in. With a
-//! few rows of `C` ([`Vector::few_rows`]) and `B` row-major it is still so: each value of `B` is used for
-//! a few multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows of `C` are
-//! computed together, as several *heads* against one `X`, each row of `X` read once for all:
+//! few rows of `C` ([`Vector::few_rows`]) and `B` row-major it is still so: each value of `B` is
+//! used for a few multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows
+//! of `C` are computed together, as several *heads* against one `X`, each row of `X` read once
+//! for all of them:
 //!
 //! - **Rows of `C`'s direction contiguous** (rows of `C` with `B` row-major, one column with
 //!   `A` column-major): `out_h += v_h[p] * X[p, ..]` for each step `p` and head `h`, scaled rows
-//!   of `X` added to blocks of accumulators that stay in L1 (half of it together:
+//!   of `X` added to runs of accumulators that stay in L1 (half of it together:
 //!   [`axpy_block`]), [`AXPY_ROWS`] rows a pass over them, each row of `X` loaded once for all
 //!   heads and read as one long run in address order, the run the hardware prefetcher follows
-//!   best. Each value
-//!   of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds from zero, then
-//!   `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the packed path's
-//!   sums ([`packed::sum_depth`]).
+//!   best. Each value of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds
+//!   from zero, then `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the
+//!   packed path's sums ([`packed::sum_depth`]).
 //! - **Rows along `k` contiguous** (one row of `C` with `B` column-major, one column with `A`
 //!   row-major): `out[i] = v . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the vector
 //!   (made contiguous first if it is not), each row summed in `2 * LANES` partial sums that are
@@ -241,9 +241,10 @@ impl Shared {
     }
 }
 
-/// `out[range] = alpha * X v + beta * out[range]` in the `axpy` form (`x_out == 1`): per block
-/// of [`axpy_block`] values and per sum of `kc` steps, `acc += v(p) * X(block, p)` step by step,
-/// then `out = alpha * acc + beta' * out`.
+/// `out_h[range] = alpha * X v_h + beta * out_h[range]` for every head `h` in the `axpy` form
+/// (`x_out == 1`): per run of values (the heads' runs together [`axpy_block`] values) and per
+/// sum of `kc` steps, `acc_h += v_h(p) * X(run, p)` step by step, then
+/// `out_h = alpha * acc_h + beta' * out_h`.
 ///
 /// # Safety
 /// As [`FormFn`].
