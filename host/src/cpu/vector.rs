@@ -9,7 +9,7 @@
 //! few rows of `C` ([`Vector::few_rows`]) and `B` row-major it is still so: each value of `B` is
 //! used for a few multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows
 //! of `C` are computed together, as several *heads* against one `X`, each row of `X` read once
-//! for all of them:
+//! for all of them; likewise a few columns of `C` with `A` row-major, against `X = A`:
 //!
 //! - **Rows of `C`'s direction contiguous** (rows of `C` with `B` row-major, one column with
 //!   `A` column-major): `out_h += v_h[p] * X[p, ..]` for each step `p` and head `h`, scaled rows
@@ -19,10 +19,11 @@
 //!   best. Each value of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds
 //!   from zero, then `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the
 //!   packed path's sums ([`packed::sum_depth`]).
-//! - **Rows along `k` contiguous** (one row of `C` with `B` column-major, one column with `A`
-//!   row-major): `out[i] = v . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the vector
-//!   (made contiguous first if it is not), each row summed in `2 * LANES` partial sums that are
-//!   added in a fixed order at the end.
+//! - **Rows along `k` contiguous** (one row of `C` with `B` column-major, columns of `C` with
+//!   `A` row-major): `out_h[i] = v_h . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the
+//!   vectors (made contiguous first if they are not), each row loaded once for all heads; a
+//!   single head sums each row in `2 * LANES` partial sums, several in `LANES` each (the
+//!   accumulators of all the heads stay in registers), added in a fixed order at the end.
 //!
 //! The threads split `out` into equal contiguous ranges, each computed as on one thread, so the
 //! bits do not depend on the thread count. Nothing but `out` is written, and `out` is not read
@@ -51,16 +52,22 @@ fn axpy_block() -> usize {
 /// two vectors of `v`, within the 16 registers of AVX2.
 const DOT_ROWS: usize = 4;
 
-/// Whether an `m x n` product with `B` in `b_layout` is computed by `kernel`: a matrix-vector
-/// product, or a product of at most [`Vector::few_rows`] rows with `B` row-major.
-pub fn applies(kernel: &Vector, m: usize, n: usize, b_layout: Layout) -> bool {
-    m == 1 || n == 1 || (m <= kernel.few_rows && b_layout == Layout::RowMajor)
+/// Whether an `m x n` product of `A` and `B` in layouts `a_layout` and `b_layout` is computed by
+/// `kernel`: a matrix-vector product, a product of at most [`Vector::few_rows`] rows with `B`
+/// row-major, or of at most as many columns with `A` row-major.
+pub fn applies(kernel: &Vector, m: usize, n: usize, a_layout: Layout, b_layout: Layout) -> bool {
+    let few = kernel.few_rows;
+    m == 1
+        || n == 1
+        || (m <= few && b_layout == Layout::RowMajor)
+        || (n <= few && a_layout == Layout::RowMajor)
 }
 
-/// The most heads the `axpy` form adds at once, and so the most rows of `C` it computes (each
-/// row of `X` is then loaded once for all of them): their [`AXPY_ROWS`] broadcast values each
-/// stay in registers beside the rows of `X`, 4 heads within 32 registers (AVX-512), 2 within
-/// 16. With more rows the packed path, whose tile keeps `MR` rows in registers, is faster
+/// The most heads computed at once, and so the most rows or columns of `C` a product computed
+/// here has (each row of `X` is then loaded once for all of them): in the `axpy` form their
+/// [`AXPY_ROWS`] broadcast values each, in the `dot` form their accumulators for [`DOT_ROWS`]
+/// rows, stay in registers beside the rows of `X`: 4 heads within 32 registers (AVX-512), 2
+/// within 16. With more rows the packed path, whose tile keeps `MR` rows in registers, is faster
 /// (measured in `docs/performance-notes.md`).
 const fn head_group<S: Simd>() -> usize {
     if S::REGISTERS >= 32 { 4 } else { 2 }
@@ -104,7 +111,8 @@ type FormFn = unsafe fn(&Gemv, Range<usize>);
 pub struct Vector {
     axpy: FormFn,
     dot: FormFn,
-    /// The most rows of `C` of a product computed here ([`head_group`]).
+    /// The most rows of `C` (with `B` row-major) or columns (with `A` row-major) of a product
+    /// computed here ([`head_group`]).
     pub few_rows: usize,
 }
 
@@ -135,24 +143,18 @@ pub unsafe fn gemv(
     c: &mut MatMut,
 ) -> Result<()> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
-    // X, read once, as a `len x k` view, and the vector v; C is row-major (the contract): a
-    // row's values 1 apart, a column's ldc.
-    let (x, v, out_stride) = if m == 1 || n > 1 {
-        // out = rows of C, X(j, p) = B[p, j], v(p) = A[h, p] for row h.
-        (b.t(), *a, 1)
+    // X, read once, as a `len x k` view, and the vectors v_h as the rows of a `heads x k` view;
+    // C is row-major (the contract): a row's values 1 apart, a column's ldc.
+    let rows_of_c = m == 1 || (n > 1 && m <= kernel.few_rows && b.layout == Layout::RowMajor);
+    let ((x, v), (out_head, out_stride)) = if rows_of_c {
+        // out_h = row h of C, X(j, p) = B[p, j], v_h(p) = A[h, p].
+        ((b.t(), *a), (c.ld, 1))
     } else {
-        // out = column 0 of C, X(i, p) = A[i, p], v(p) = B[p, 0].
-        (*a, *b, c.ld)
+        // out_h = column h of C, X(i, p) = A[i, p], v_h(p) = B[p, h].
+        ((*a, b.t()), (1, c.ld))
     };
-    let ((x_out, x_depth), v_strides) = (x.strides(), v.strides());
-    let (heads, v_head, v_stride) = if m > 1 && n > 1 {
-        // v = A: row h is head h's vector.
-        (m, v_strides.0, v_strides.1)
-    } else if v.rows == 1 {
-        (1, 0, v_strides.1)
-    } else {
-        (1, 0, v_strides.0)
-    };
+    let ((x_out, x_depth), (v_head, v_stride)) = (x.strides(), v.strides());
+    let heads = v.rows;
     let gemv = Gemv {
         len: x.rows,
         depth: k,
@@ -164,23 +166,24 @@ pub unsafe fn gemv(
         v_head,
         v_stride,
         out: c.data.as_mut_ptr(),
-        out_head: c.ld,
+        out_head,
         out_stride,
         alpha,
         beta,
         kc,
     };
     let threads = packed::worth_waking(threads, m, n, k);
-    debug_assert!(heads == 1 || x_out == 1, "several heads need the axpy form");
     if x_out == 1 && gemv.len > 1 {
         // SAFETY: the caller detected the CPU; the views were checked against their slices.
         return unsafe { split(kernel.axpy, &gemv, threads) };
     }
-    // The dot form reads v and X's rows contiguously; a strided one is a vector (X with `len ==
-    // 1`, as `x_out != 1` means `x_depth == 1` otherwise), copied first.
-    with_contiguous(&V_COPY, &v, v_stride == 1, |v| {
+    // The dot form reads the vectors and X's rows contiguously; strided vectors are copied
+    // first (then `k` apart), and so is a strided X, which is a vector (`len == 1`, as
+    // `x_out != 1` means `x_depth == 1` otherwise).
+    with_contiguous(&V_COPY, &v, v_stride == 1, |v_data| {
         with_contiguous(&X_COPY, &x, x_depth == 1, |x| {
-            let gemv = Gemv { x, x_depth: 1, v, v_stride: 1, ..gemv };
+            let v_head = if v_stride == 1 { v_head } else { k };
+            let gemv = Gemv { x, x_depth: 1, v: v_data, v_head, v_stride: 1, ..gemv };
             // SAFETY: as above, with contiguous vectors.
             unsafe { split(kernel.dot, &gemv, threads) }
         })
@@ -389,15 +392,80 @@ unsafe fn update(g: &Gemv, h: usize, i: usize, sum: f32, beta: f32) {
 /// As [`FormFn`].
 #[inline(always)]
 unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
+    let group = head_group::<S>();
+    // SAFETY: the caller's promise, for all the heads or for head h.
+    unsafe {
+        match g.heads {
+            1 => dot_range::<S, 1>(g, 0, range),
+            2 => dot_range::<S, 2>(g, 0, range),
+            3 if group >= 3 => dot_range::<S, 3>(g, 0, range),
+            4 if group >= 4 => dot_range::<S, 4>(g, 0, range),
+            heads => (0..heads).for_each(|h| dot_range::<S, 1>(g, h, range.clone())),
+        }
+    }
+}
+
+/// [`dot`] for heads `h0..h0 + H`: [`DOT_ROWS`] rows of `X` at a time (then one).
+///
+/// # Safety
+/// As [`FormFn`], for those heads.
+#[inline(always)]
+unsafe fn dot_range<S: Simd, const H: usize>(g: &Gemv, h0: usize, range: Range<usize>) {
     let mut i = range.start;
     while i + DOT_ROWS <= range.end {
         // SAFETY: rows i.. of X are in range.
-        unsafe { dot_rows::<S, DOT_ROWS>(g, i) };
+        unsafe {
+            if H == 1 { dot_rows::<S, DOT_ROWS>(g, h0, i) } else { dot_heads::<S, DOT_ROWS, H>(g, h0, i) }
+        };
         i += DOT_ROWS;
     }
     for i in i..range.end {
         // SAFETY: as above.
-        unsafe { dot_rows::<S, 1>(g, i) };
+        unsafe { if H == 1 { dot_rows::<S, 1>(g, h0, i) } else { dot_heads::<S, 1, H>(g, h0, i) } };
+    }
+}
+
+/// Rows `i..i + R` of the `dot` form against heads `h0..h0 + H` (`H > 1`): each row of `X`
+/// loaded once for all the heads, each (row, head) summed in one vector of `LANES` partial sums,
+/// which are added in lane order at the end.
+///
+/// # Safety
+/// As [`FormFn`], for those rows and heads.
+#[inline(always)]
+unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize, i: usize) {
+    let whole = g.depth / S::LANES * S::LANES;
+    unsafe {
+        let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
+        let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add((h0 + h) * g.v_head));
+        let mut acc = [[S::zero(); H]; R];
+        for p in (0..whole).step_by(S::LANES) {
+            let v: [S::V; H] = std::array::from_fn(|h| S::load(vs[h].add(p)));
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                let x = S::load(row.add(p));
+                for (acc, &v) in acc.iter_mut().zip(&v) {
+                    *acc = S::fma(x, v, *acc);
+                }
+            }
+        }
+        if whole < g.depth {
+            let mask = S::first(g.depth - whole);
+            let v: [S::V; H] = std::array::from_fn(|h| S::load_masked(vs[h].add(whole), mask));
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                let x = S::load_masked(row.add(whole), mask);
+                for (acc, &v) in acc.iter_mut().zip(&v) {
+                    *acc = S::fma(x, v, *acc);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (h, &acc) in acc.iter().enumerate() {
+                // 16: the most lanes of any instruction set.
+                let mut lanes = [0.0f32; 16];
+                S::store(lanes.as_mut_ptr(), acc);
+                let sum = lanes[..S::LANES].iter().sum();
+                update(g, h0 + h, i + r, sum, g.beta);
+            }
+        }
     }
 }
 
@@ -406,14 +474,15 @@ unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
 /// # Safety
 /// As [`FormFn`], for those rows.
 #[inline(always)]
-unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
+unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, h: usize, i: usize) {
     let step = 2 * S::LANES;
     let whole = g.depth / step * step;
     unsafe {
         let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
+        let v0 = g.v.add(h * g.v_head);
         let mut acc = [[S::zero(); 2]; R];
         for p in (0..whole).step_by(step) {
-            let v = [S::load(g.v.add(p)), S::load(g.v.add(p + S::LANES))];
+            let v = [S::load(v0.add(p)), S::load(v0.add(p + S::LANES))];
             for (acc, row) in acc.iter_mut().zip(rows) {
                 acc[0] = S::fma(S::load(row.add(p)), v[0], acc[0]);
                 acc[1] = S::fma(S::load(row.add(p + S::LANES)), v[1], acc[1]);
@@ -422,7 +491,7 @@ unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
         // The last `depth % (2 * LANES)` steps, a vector at a time under a mask.
         for (half, p) in (whole..g.depth).step_by(S::LANES).enumerate() {
             let mask = S::first(S::LANES.min(g.depth - p));
-            let v = S::load_masked(g.v.add(p), mask);
+            let v = S::load_masked(v0.add(p), mask);
             for (acc, row) in acc.iter_mut().zip(rows) {
                 acc[half] = S::fma(S::load_masked(row.add(p), mask), v, acc[half]);
             }
@@ -434,7 +503,7 @@ unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, i: usize) {
                 S::store(lane.as_mut_ptr(), v);
             }
             let sum = (0..S::LANES).map(|l| lanes[0][l] + lanes[1][l]).sum();
-            update(g, 0, i + r, sum, g.beta);
+            update(g, h, i + r, sum, g.beta);
         }
     }
 }
@@ -516,13 +585,18 @@ mod tests {
             (3, 4200, 9),
             (4, 1000, 13),
             (4, 37, 1),
+            // A few columns (A row-major only), likewise.
+            (70, 2, 33),
+            (4200, 3, 9),
+            (1000, 4, 13),
+            (37, 4, 1),
         ];
         for (name, kernel) in kernels() {
             for (m, n, k) in shapes {
                 for (la, lb, alpha, beta) in
                     [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
                 {
-                    if !applies(&kernel, m, n, layouts[lb]) {
+                    if !applies(&kernel, m, n, layouts[la], layouts[lb]) {
                         continue;
                     }
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
