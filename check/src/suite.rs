@@ -127,6 +127,10 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     shapes.extend([(1000, 3, 17), (3, 1000, 29), (517, 1, 33), (1, 517, 65)]);
     shapes.extend([(64, 64, 1), (100, 37, 1)]);
     shapes.extend([(5, 7, 1000), (33, 17, 4097)]);
+    // A few rows or columns of C in products just above the CPU's unpacked limit (8 Mflop): the
+    // CPU's matrix-vector forms with several heads (rows with B row-major, columns with A
+    // row-major, as the transposes and layouts taking turns give them), edges included.
+    shapes.extend([(3, 1100, 1300), (1100, 3, 1300), (4, 1030, 1031), (1029, 2, 2049)]);
     shapes.extend([(0, 5, 3), (4, 0, 3), (9, 5, 0)]);
     shapes
 }
