@@ -74,7 +74,7 @@ macro_rules! packed_kernel {
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c) };
                     Ok(())
-                } else if vector::applies(&$vector, m, n, a.layout, b.layout) {
+                } else if vector::applies(&$vector, m, n) {
                     let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: as above, for `vector`.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }

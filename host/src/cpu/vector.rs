@@ -6,21 +6,21 @@
 //! per 2 flops and runs at the speed memory delivers `X`. Packing `X` would copy each value once
 //! more, and the register tile would multiply a padded panel of `MR` rows (or `NR` columns) for
 //! one, so here `X` is read where it lies, once, in the direction it is contiguous in. With a
-//! few rows of `C` ([`Vector::few_rows`]) and `B` row-major it is still so: each value of `B` is
-//! used for a few multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows
-//! of `C` are computed together, as several *heads* against one `X`, each row of `X` read once
-//! for all of them; likewise a few columns of `C` with `A` row-major, against `X = A`:
+//! few rows of `C` ([`Vector::few_rows`]) it is still so: each value of `B` is used for a few
+//! multiply-adds, and a panel of `MR` rows would be mostly padding, so the rows of `C` are
+//! computed together, as several *heads* against one `X = B^T`, each row of `X` read once for
+//! all of them; likewise a few columns of `C`, against `X = A`:
 //!
-//! - **Rows of `C`'s direction contiguous** (rows of `C` with `B` row-major, one column with
-//!   `A` column-major): `out_h += v_h[p] * X[p, ..]` for each step `p` and head `h`, scaled rows
+//! - **Rows of `C`'s direction contiguous** (rows of `C` with `B` row-major, columns with `A`
+//!   column-major): `out_h += v_h[p] * X[p, ..]` for each step `p` and head `h`, scaled rows
 //!   of `X` added to runs of accumulators that stay in L1 (half of it together:
 //!   [`axpy_block`]), [`AXPY_ROWS`] rows a pass over them, each row of `X` loaded once for all
 //!   heads and read as one long run in address order, the run the hardware prefetcher follows
 //!   best. Each value of `out` is one sum over `p` in order per `kc` steps, fused multiply-adds
 //!   from zero, then `alpha * sum + beta * out` (`beta` with the first sum, `1` after it): the
 //!   packed path's sums ([`packed::sum_depth`]).
-//! - **Rows along `k` contiguous** (one row of `C` with `B` column-major, columns of `C` with
-//!   `A` row-major): `out_h[i] = v_h . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the
+//! - **Rows along `k` contiguous** (rows of `C` with `B` column-major, columns with `A`
+//!   row-major): `out_h[i] = v_h . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the
 //!   vectors (made contiguous first if they are not), each row loaded once for all heads; a
 //!   single head sums each row in `2 * LANES` partial sums, several in `LANES` each (the
 //!   accumulators of all the heads stay in registers), added in a fixed order at the end.
@@ -52,15 +52,10 @@ fn axpy_block() -> usize {
 /// two vectors of `v`, within the 16 registers of AVX2.
 const DOT_ROWS: usize = 4;
 
-/// Whether an `m x n` product of `A` and `B` in layouts `a_layout` and `b_layout` is computed by
-/// `kernel`: a matrix-vector product, a product of at most [`Vector::few_rows`] rows with `B`
-/// row-major, or of at most as many columns with `A` row-major.
-pub fn applies(kernel: &Vector, m: usize, n: usize, a_layout: Layout, b_layout: Layout) -> bool {
-    let few = kernel.few_rows;
-    m == 1
-        || n == 1
-        || (m <= few && b_layout == Layout::RowMajor)
-        || (n <= few && a_layout == Layout::RowMajor)
+/// Whether an `m x n` product is computed by `kernel`: a matrix-vector product, or a product of
+/// at most [`Vector::few_rows`] rows or columns, in any layouts.
+pub fn applies(kernel: &Vector, m: usize, n: usize) -> bool {
+    m == 1 || n == 1 || m <= kernel.few_rows || n <= kernel.few_rows
 }
 
 /// The most heads computed at once, and so the most rows or columns of `C` a product computed
@@ -111,8 +106,7 @@ type FormFn = unsafe fn(&Gemv, Range<usize>);
 pub struct Vector {
     axpy: FormFn,
     dot: FormFn,
-    /// The most rows of `C` (with `B` row-major) or columns (with `A` row-major) of a product
-    /// computed here ([`head_group`]).
+    /// The most rows or columns of `C` of a product computed here ([`head_group`]).
     pub few_rows: usize,
 }
 
@@ -145,7 +139,10 @@ pub unsafe fn gemv(
     let (m, n, k) = (c.rows, c.cols, a.cols);
     // X, read once, as a `len x k` view, and the vectors v_h as the rows of a `heads x k` view;
     // C is row-major (the contract): a row's values 1 apart, a column's ldc.
-    let rows_of_c = m == 1 || (n > 1 && m <= kernel.few_rows && b.layout == Layout::RowMajor);
+    // The heads are the rows of C when they are few (with both few, when B is row-major: then the
+    // axpy form runs), else its columns.
+    let few = kernel.few_rows;
+    let rows_of_c = m == 1 || (n > 1 && m <= few && (b.layout == Layout::RowMajor || n > few));
     let ((x, v), (out_head, out_stride)) = if rows_of_c {
         // out_h = row h of C, X(j, p) = B[p, j], v_h(p) = A[h, p].
         ((b.t(), *a), (c.ld, 1))
@@ -596,7 +593,7 @@ mod tests {
                 for (la, lb, alpha, beta) in
                     [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
                 {
-                    if !applies(&kernel, m, n, layouts[la], layouts[lb]) {
+                    if !applies(&kernel, m, n) {
                         continue;
                     }
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
