@@ -74,7 +74,7 @@ use super::microkernel::{MAX_TILE, Microkernel};
 use super::scratch::{Scratch, with_scratch};
 use super::simd::{LINE_FLOATS, prefetch};
 use super::{cache, pack};
-use crate::matrix::{MatMut, MatRef};
+use crate::matrix::{Layout, MatMut, MatRef};
 use crate::{Error, Result};
 
 /// `C = alpha * A * B + beta * C` with `uk` on `threads` threads (contract of
@@ -88,6 +88,9 @@ pub fn gemm(
     beta: f32,
     c: &mut MatMut,
 ) -> Result<()> {
+    if a.layout == Layout::ColMajor && c.cols <= TRANSPOSED_MAX_COLS && c.cols < c.rows {
+        return through_transpose(uk, threads, alpha, a, b, beta, c);
+    }
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
     let nc_target = cache::block_shape(uk, c.rows, c.cols).1;
     let nc = balanced_nc(c.cols, nc_target, uk.nr);
@@ -547,6 +550,8 @@ thread_local! {
     static PACK_A: Scratch = const { RefCell::new(Vec::new()) };
     /// The packed block of B, on the calling thread: one run of panels per thread of the team.
     static PACK_B: Scratch = const { RefCell::new(Vec::new()) };
+    /// `C^T` of a product computed through its transpose.
+    static C_T: Scratch = const { RefCell::new(Vec::new()) };
     /// The addresses the microkernels prefetch for the next panel of A.
     static NEXT_LINES: RefCell<Vec<*const f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -598,6 +603,50 @@ fn balanced_kc(k: usize, kc_max: usize) -> usize {
     k.div_ceil(k.div_ceil(kc_max))
 }
 
+/// The widest `C` that [`gemm`] computes through its transpose when `A` is column-major (and
+/// `C` taller than wide). Packing an `MR`-row panel of a column-major `A` reads `MR` values from
+/// each of `kc` columns far apart, which only pays when every panel then meets many panels of
+/// `B`; for a narrow `C` the transposed product packs that `A` as its `B`, whose rows are runs
+/// in memory. Beyond this width the direct product is as fast or faster (measured in
+/// `docs/performance-notes.md`).
+const TRANSPOSED_MAX_COLS: usize = 256;
+
+/// The most rows of `C` computed by one transposed product in [`through_transpose`], so that the
+/// scratch `C^T` stays a few MB whatever the height of `C`.
+const TRANSPOSED_ROWS: usize = 4096;
+
+/// `C = alpha * A * B + beta * C` for a column-major `A`, as `C^T = alpha * B^T A^T` (an `A` of
+/// `n` rows and a row-major `B`) in blocks of [`TRANSPOSED_ROWS`] rows of `C`, each into a
+/// row-major scratch and then into `C`: `C = C^T^T + beta * C`, `C` not read when `beta == 0`.
+/// Nothing outside `C`'s block is written.
+fn through_transpose(
+    uk: &Microkernel,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) -> Result<()> {
+    let (m, n) = (c.rows, c.cols);
+    with_scratch(&C_T, TRANSPOSED_ROWS.min(m) * n, |scratch| {
+        for first in (0..m).step_by(TRANSPOSED_ROWS) {
+            let rows = TRANSPOSED_ROWS.min(m - first);
+            // Rows first.. of a column-major A start `first` values on.
+            let a_rows = MatRef { data: &a.data[first..], rows, ..*a };
+            let ct = &mut scratch[..rows * n];
+            gemm(uk, threads, alpha, &b.t(), &a_rows.t(), 0.0, &mut MatMut::contiguous(ct, n, rows))?;
+            for i in 0..rows {
+                for (j, x) in c.data[(first + i) * c.ld..][..n].iter_mut().enumerate() {
+                    let v = ct[j * rows + i];
+                    *x = if beta == 0.0 { v } else { beta.mul_add(*x, v) };
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// The rayon pool with exactly `threads` workers, built once per count and kept.
 pub(super) fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     static POOLS: Mutex<Vec<Arc<rayon::ThreadPool>>> = Mutex::new(Vec::new());
@@ -636,6 +685,60 @@ mod tests {
         assert_eq!(sums_per_block(2, 1024, 512), 2);
         assert_eq!(sums_per_block(2, 1024, 1024), 1);
         assert_eq!(sums_per_block(16, 1024, 1536), 1); // a block wider than the target
+    }
+
+    /// A column-major `A` with a narrow `C`, through the transposed product: right against an
+    /// `f64` sum, in blocks of rows that cut `C` (4100 rows), with `C` not read when `beta == 0`
+    /// (NaN there), nothing outside it written, and the same bits on any thread count.
+    #[test]
+    fn narrow_products_of_a_column_major_a_go_through_the_transpose() {
+        use crate::cpu::TestOperands;
+        use crate::cpu::microkernel::PORTABLE;
+        for (m, n, k) in [(4100, 5, 33), (70, 9, 20), (300, TRANSPOSED_MAX_COLS, 17), (1000, 3, 1)] {
+            for b_layout in [Layout::RowMajor, Layout::ColMajor] {
+                for (alpha, beta) in [(1.5, 0.0), (-0.75, 0.5)] {
+                    let operands = TestOperands::new((m, n, k), (Layout::ColMajor, b_layout), beta);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
+                    let mut first: Option<Vec<f32>> = None;
+                    for threads in [1, 2] {
+                        let mut out = c0.clone();
+                        gemm(&PORTABLE, threads, alpha, &a, &b, beta, &mut MatMut::new(&mut out, m, n, ldc))
+                            .unwrap();
+                        for (idx, (&got, &was)) in out.iter().zip(&c0).enumerate() {
+                            let (i, j) = (idx / ldc, idx % ldc);
+                            if i >= m || j >= n {
+                                assert_eq!(
+                                    got.to_bits(),
+                                    was.to_bits(),
+                                    "{m}x{n}x{k}: wrote outside C at {idx}"
+                                );
+                                continue;
+                            }
+                            let (mut exact, mut size) = (0.0f64, 0.0f64);
+                            for p in 0..k {
+                                let (x, y) = (a.at(i, p) as f64, b.at(p, j) as f64);
+                                exact += x * y;
+                                size += (x * y).abs();
+                            }
+                            let old = if beta == 0.0 { 0.0 } else { was as f64 };
+                            let want = alpha as f64 * exact + beta as f64 * old;
+                            let scale = (alpha as f64).abs() * size + (beta as f64 * old).abs();
+                            assert!(
+                                (got as f64 - want).abs() <= 1e-6 * scale.max(f64::MIN_POSITIVE),
+                                "{m}x{n}x{k} {b_layout:?}: C[{i}, {j}] {got} against {want}"
+                            );
+                        }
+                        match &first {
+                            None => first = Some(out),
+                            Some(one) => assert!(
+                                one.iter().zip(&out).all(|(x, y)| x.to_bits() == y.to_bits()),
+                                "{m}x{n}x{k}: the thread count changed the bits"
+                            ),
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
