@@ -56,6 +56,11 @@
 //! whole, with no barrier, so one thread's packing runs beside another's FMAs. Either way each
 //! tile is the same sequence of microkernel calls, so the bits do not change.
 //!
+//! A column-major `A` (a transposed one on row-major storage) is packed from `kc` columns,
+//! `MR` values of each: short pieces far apart, which only the many panels of `B` each panel
+//! meets pay for. With a narrow `C` they do not, and the product is computed transposed instead
+//! ([`through_transpose`]): `C^T = B^T A^T`, where that `A` is `B^T`'s partner, packed from runs.
+//!
 //! The barrier spins, then yields, and never sleeps ([`Barrier`]): a worker put to sleep between
 //! the two phases of a block has to be woken for the next one. The calling thread waits while
 //! the pool's workers work rather than being thread 0 of the team, which would have it spin at
