@@ -59,7 +59,8 @@
 //! A column-major `A` (a transposed one on row-major storage) is packed from `kc` columns,
 //! `MR` values of each: short pieces far apart, which only the many panels of `B` each panel
 //! meets pay for. With a narrow `C` they do not, and the product is computed transposed instead
-//! ([`through_transpose`]): `C^T = B^T A^T`, where that `A` is `B^T`'s partner, packed from runs.
+//! ([`through_transpose`]): `C^T = B^T A^T`, in which `A^T` is the right operand, row-major,
+//! and packed as a `B` is, from runs of its rows.
 //!
 //! The barrier spins, then yields, and never sleeps ([`Barrier`]): a worker put to sleep between
 //! the two phases of a block has to be woken for the next one. The calling thread waits while
