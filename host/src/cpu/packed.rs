@@ -94,7 +94,11 @@ pub fn gemm(
     beta: f32,
     c: &mut MatMut,
 ) -> Result<()> {
-    if a.layout == Layout::ColMajor && c.cols <= TRANSPOSED_MAX_COLS && c.cols < c.rows {
+    if a.layout == Layout::ColMajor
+        && c.cols <= TRANSPOSED_MAX_COLS
+        && c.cols < c.rows
+        && a.cols >= TRANSPOSED_DEPTH_PER_COL * c.cols
+    {
         return through_transpose(uk, threads, alpha, a, b, beta, c);
     }
     let threads = worth_waking(threads, c.rows, c.cols, a.cols);
@@ -610,12 +614,17 @@ fn balanced_kc(k: usize, kc_max: usize) -> usize {
 }
 
 /// The widest `C` that [`gemm`] computes through its transpose when `A` is column-major (and
-/// `C` taller than wide). Packing an `MR`-row panel of a column-major `A` reads `MR` values from
+/// `C` taller than wide, and the product deep enough: [`TRANSPOSED_DEPTH_PER_COL`]). Packing an `MR`-row panel of a column-major `A` reads `MR` values from
 /// each of `kc` columns far apart, which only pays when every panel then meets many panels of
 /// `B`; for a narrow `C` the transposed product packs that `A` as its `B`, whose rows are runs
 /// in memory. Beyond this width the direct product is as fast or faster (measured in
 /// `docs/performance-notes.md`).
 const TRANSPOSED_MAX_COLS: usize = 256;
+
+/// The shallowest product (`k` per column of `C`) that [`gemm`] computes through its transpose:
+/// writing `C^T` back costs `O(mn)` beside the product's `O(mnk)`, and the packing it saves is
+/// worth more only with deep sums (measured in `docs/performance-notes.md`).
+const TRANSPOSED_DEPTH_PER_COL: usize = 4;
 
 /// The most rows of `C` computed by one transposed product in [`through_transpose`], so that the
 /// scratch `C^T` stays a few MB whatever the height of `C`.
@@ -700,7 +709,7 @@ mod tests {
     fn narrow_products_of_a_column_major_a_go_through_the_transpose() {
         use crate::cpu::TestOperands;
         use crate::cpu::microkernel::PORTABLE;
-        for (m, n, k) in [(4100, 5, 33), (70, 9, 20), (300, TRANSPOSED_MAX_COLS, 17), (1000, 3, 1)] {
+        for (m, n, k) in [(4100, 5, 33), (70, 9, 40), (300, TRANSPOSED_MAX_COLS, 1024), (1000, 3, 12)] {
             for b_layout in [Layout::RowMajor, Layout::ColMajor] {
                 for (alpha, beta) in [(1.5, 0.0), (-0.75, 0.5)] {
                     let operands = TestOperands::new((m, n, k), (Layout::ColMajor, b_layout), beta);
