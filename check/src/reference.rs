@@ -91,7 +91,10 @@ pub fn compare(
         let mut found = Comparison { max_error: 0.0, first_failure: None };
         for (j, (want, scale)) in row(alpha, a, b, beta, c0, i).into_iter().enumerate() {
             let got = c.at(i, j);
-            let err = if got as f64 == want {
+            // An exact result beyond f32's range rounds to an infinity: that infinity is the
+            // right answer, not an error.
+            let exact = got as f64 == want || (got.is_infinite() && got == want as f32);
+            let err = if exact {
                 0.0
             } else if scale > 0.0 && got.is_finite() {
                 (got as f64 - want).abs() / scale
@@ -99,7 +102,7 @@ pub fn compare(
                 f64::INFINITY
             };
             found.max_error = found.max_error.max(err);
-            let within = (got as f64 - want).abs() <= TOLERANCE * scale;
+            let within = exact || (got as f64 - want).abs() <= TOLERANCE * scale;
             if !within && found.first_failure.is_none() {
                 found.first_failure = Some((i, j, got, want));
             }
@@ -175,6 +178,29 @@ mod tests {
             assert_eq!(row(0.5, &a, &b_row, 3.0, &c0, i), want);
             assert_eq!(row(0.5, &a, &b_col, 3.0, &c0, i), want);
         }
+    }
+
+    /// A result whose exact value is beyond f32's range is right as the infinity it rounds to,
+    /// and wrong as an infinity when the exact value is in range.
+    #[test]
+    fn an_overflowing_result_is_right_as_the_infinity_it_rounds_to() {
+        let a = [3e38f32, 3e38];
+        let b = [1.0f32, 1.0];
+        let (a, b) = (MatRef::contiguous(&a, 1, 2), MatRef::contiguous(&b, 2, 1));
+        let c0 = [0.0f32];
+        let c0 = MatRef::contiguous(&c0, 1, 1);
+        let got = |x: f32| {
+            let c = [x];
+            compare(1.0, &a, &b, 0.0, &c0, &MatRef::contiguous(&c, 1, 1), [0])
+        };
+        assert_eq!(got(f32::INFINITY).max_error, 0.0);
+        assert_eq!(got(f32::INFINITY).first_failure, None);
+        assert!(got(f32::NEG_INFINITY).first_failure.is_some());
+        assert!(got(f32::MAX).first_failure.is_some());
+        // 0.5 * 6e38 = 3e38 is in range: an infinity is wrong there.
+        let c = [f32::INFINITY];
+        let half = compare(0.5, &a, &b, 0.0, &c0, &MatRef::contiguous(&c, 1, 1), [0]);
+        assert!(half.first_failure.is_some() && half.max_error.is_infinite());
     }
 
     #[test]
