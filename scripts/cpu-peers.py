@@ -74,14 +74,11 @@ def main():
         if torch is not None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
             contenders["torch"] = lambda: torch.matmul(ta, tb, out=tc)
-        if ours is not None:
-            fp = ctypes.POINTER(ctypes.c_float)
-            pa, pb, pc = (x.ctypes.data_as(fp) for x in (a, b, c))
-            contenders["ours"] = lambda: ours(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
-            if before is not None:
-                contenders["before"] = lambda: before(
-                    ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n
-                )
+        fp = ctypes.POINTER(ctypes.c_float)
+        pa, pb, pc = (x.ctypes.data_as(fp) for x in (a, b, c))
+        for name, sgemm in (("ours", ours), ("before", before)):
+            if sgemm is not None:
+                contenders[name] = lambda f=sgemm: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
         times = {name: [] for name in contenders}
         with threadpool_limits(limits=threads):
             for f in contenders.values():

@@ -79,8 +79,8 @@ fn block_shape_for(
 /// small share of the L1 beside the panels of `A` and `B` the microkernel is reading.
 ///
 /// None (0) except on AMD's cores: there the stores of a row of tiles, `MR` streams, each miss
-/// one at a time, and asking for the lines ahead pays; an Intel core (Sapphire Rapids) was
-/// measured to run these products slower with the prefetch than without it.
+/// one at a time, and asking for the lines ahead pays; Intel's cores handle those stores
+/// without it, and the extra requests only cost them (`docs/performance-notes.md`).
 pub(crate) fn c_ahead_tiles(uk: &Microkernel) -> usize {
     if amd() { c_ahead_tiles_for(uk, l1_bytes()) } else { 0 }
 }

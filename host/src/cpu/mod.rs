@@ -155,6 +155,47 @@ impl TestOperands {
         let (_, n, k) = self.shape;
         MatRef { data: &self.b.0, rows: k, cols: n, ld: self.b.1, layout: self.b.2 }
     }
+
+    /// Asserts that `out`, the buffer of `C` after `C = alpha * A * B + beta * C`, holds on `C`'s
+    /// block the `f64` sums within `1e-6` of their scale, and outside it the bits of before;
+    /// `case` names the product in the messages.
+    pub(crate) fn assert_product(&self, alpha: f32, beta: f32, out: &[f32], case: &str) {
+        let ((m, n, k), ldc) = (self.shape, self.ldc);
+        let (a, b) = (self.a(), self.b());
+        for (idx, (&got, &was)) in out.iter().zip(&self.c0).enumerate() {
+            let (i, j) = (idx / ldc, idx % ldc);
+            if i >= m || j >= n {
+                assert_eq!(got.to_bits(), was.to_bits(), "{case}: wrote outside C at {idx}");
+                continue;
+            }
+            let (mut exact, mut size) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let (x, y) = (a.at(i, p) as f64, b.at(p, j) as f64);
+                exact += x * y;
+                size += (x * y).abs();
+            }
+            let old = if beta == 0.0 { 0.0 } else { was as f64 };
+            let want = alpha as f64 * exact + beta as f64 * old;
+            let scale = (alpha as f64).abs() * size + (beta as f64 * old).abs();
+            assert!(
+                (got as f64 - want).abs() <= 1e-6 * scale.max(f64::MIN_POSITIVE),
+                "{case}: C[{i}, {j}] {got} against {want}"
+            );
+        }
+    }
+}
+
+/// Asserts that `out` has the bits of the first result `first` holds (or keeps `out` as the
+/// first), for results of one product that must not depend on `what` (a thread count).
+#[cfg(test)]
+pub(crate) fn assert_same_bits(first: &mut Option<Vec<f32>>, out: Vec<f32>, case: &str, what: &str) {
+    match first {
+        None => *first = Some(out),
+        Some(one) => assert!(
+            one.iter().zip(&out).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{case}: {what} changed the bits"
+        ),
+    }
 }
 
 /// `C = beta * C` on the `m x n` block: the whole GEMM when `alpha == 0` or `k == 0`.

@@ -707,49 +707,21 @@ mod tests {
     /// (NaN there), nothing outside it written, and the same bits on any thread count.
     #[test]
     fn narrow_products_of_a_column_major_a_go_through_the_transpose() {
-        use crate::cpu::TestOperands;
         use crate::cpu::microkernel::PORTABLE;
+        use crate::cpu::{TestOperands, assert_same_bits};
         for (m, n, k) in [(4100, 5, 33), (70, 9, 40), (300, TRANSPOSED_MAX_COLS, 1024), (1000, 3, 12)] {
             for b_layout in [Layout::RowMajor, Layout::ColMajor] {
                 for (alpha, beta) in [(1.5, 0.0), (-0.75, 0.5)] {
                     let operands = TestOperands::new((m, n, k), (Layout::ColMajor, b_layout), beta);
-                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), &operands.c0, operands.ldc);
                     let mut first: Option<Vec<f32>> = None;
                     for threads in [1, 2] {
                         let mut out = c0.clone();
                         gemm(&PORTABLE, threads, alpha, &a, &b, beta, &mut MatMut::new(&mut out, m, n, ldc))
                             .unwrap();
-                        for (idx, (&got, &was)) in out.iter().zip(&c0).enumerate() {
-                            let (i, j) = (idx / ldc, idx % ldc);
-                            if i >= m || j >= n {
-                                assert_eq!(
-                                    got.to_bits(),
-                                    was.to_bits(),
-                                    "{m}x{n}x{k}: wrote outside C at {idx}"
-                                );
-                                continue;
-                            }
-                            let (mut exact, mut size) = (0.0f64, 0.0f64);
-                            for p in 0..k {
-                                let (x, y) = (a.at(i, p) as f64, b.at(p, j) as f64);
-                                exact += x * y;
-                                size += (x * y).abs();
-                            }
-                            let old = if beta == 0.0 { 0.0 } else { was as f64 };
-                            let want = alpha as f64 * exact + beta as f64 * old;
-                            let scale = (alpha as f64).abs() * size + (beta as f64 * old).abs();
-                            assert!(
-                                (got as f64 - want).abs() <= 1e-6 * scale.max(f64::MIN_POSITIVE),
-                                "{m}x{n}x{k} {b_layout:?}: C[{i}, {j}] {got} against {want}"
-                            );
-                        }
-                        match &first {
-                            None => first = Some(out),
-                            Some(one) => assert!(
-                                one.iter().zip(&out).all(|(x, y)| x.to_bits() == y.to_bits()),
-                                "{m}x{n}x{k}: the thread count changed the bits"
-                            ),
-                        }
+                        let case = format!("{m}x{n}x{k} {b_layout:?} beta {beta}");
+                        operands.assert_product(alpha, beta, &out, &case);
+                        assert_same_bits(&mut first, out, &case, "the thread count");
                     }
                 }
             }

@@ -544,7 +544,7 @@ vector!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::TestOperands;
+    use crate::cpu::{TestOperands, assert_same_bits};
     use crate::matrix::Layout;
 
     /// Each instruction set this CPU has.
@@ -597,7 +597,7 @@ mod tests {
                         continue;
                     }
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
-                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), &operands.c0, operands.ldc);
                     let case = format!("{name} {m}x{n}x{k} {:?} {:?} beta {beta}", layouts[la], layouts[lb]);
                     let mut first: Option<Vec<f32>> = None;
                     for threads in [1, 2, 3] {
@@ -605,34 +605,8 @@ mod tests {
                         let mut c = MatMut::new(&mut out, m, n, ldc);
                         // SAFETY: the kernel's instruction set was detected.
                         unsafe { gemv(&kernel, 7, threads, alpha, &a, &b, beta, &mut c) }.unwrap();
-                        for (idx, (&got, &was)) in out.iter().zip(&c0).enumerate() {
-                            let (i, j) = (idx / ldc, idx % ldc);
-                            if i >= m || j >= n {
-                                assert_eq!(got.to_bits(), was.to_bits(), "{case}: wrote outside C at {idx}");
-                                continue;
-                            }
-                            let (mut exact, mut size) = (0.0f64, 0.0f64);
-                            for p in 0..k {
-                                let (x, y) = (a.at(i, p) as f64, b.at(p, j) as f64);
-                                exact += x * y;
-                                size += (x * y).abs();
-                            }
-                            let old = if beta == 0.0 { 0.0 } else { was as f64 };
-                            let want = alpha as f64 * exact + beta as f64 * old;
-                            let scale = (alpha as f64).abs() * size + (beta as f64 * old).abs();
-                            let err = (got as f64 - want).abs();
-                            assert!(
-                                err <= 1e-6 * scale.max(f64::MIN_POSITIVE),
-                                "{case}: C[{i}, {j}] {got} against {want}"
-                            );
-                        }
-                        match &first {
-                            None => first = Some(out),
-                            Some(one) => assert!(
-                                one.iter().zip(&out).all(|(x, y)| x.to_bits() == y.to_bits()),
-                                "{case}: {threads} threads changed the bits"
-                            ),
-                        }
+                        operands.assert_product(alpha, beta, &out, &case);
+                        assert_same_bits(&mut first, out, &case, &format!("{threads} threads"));
                     }
                 }
             }

@@ -79,6 +79,36 @@ pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
     value
 }
 
+/// The body of a guarded 16-byte load: `instr` (a `ld.global...v4.f32`) of the four floats at
+/// `ptr` under the predicate `guard`, zeros without touching memory when it does not hold.
+macro_rules! guarded_v4_load {
+    ($instr:literal, $ptr:expr, $guard:expr) => {{
+        let (x, y, z, w): (f32, f32, f32, f32);
+        // SAFETY: the caller's contract (the function this expands in).
+        unsafe {
+            asm!(
+                "{{",
+                ".reg .pred p;",
+                "setp.ne.u32 p, {g}, 0;",
+                "mov.b32 {x}, 0;",
+                "mov.b32 {y}, 0;",
+                "mov.b32 {z}, 0;",
+                "mov.b32 {w}, 0;",
+                concat!("@p ", $instr, " {{{x}, {y}, {z}, {w}}}, [{ptr}];"),
+                "}}",
+                x = out(reg32) x,
+                y = out(reg32) y,
+                z = out(reg32) z,
+                w = out(reg32) w,
+                ptr = in(reg64) $ptr,
+                g = in(reg32) $guard as u32,
+                options(nostack),
+            );
+        }
+        F32x4([x, y, z, w])
+    }};
+}
+
 /// `@p ld.global.nc.v4.f32`: loads four consecutive floats in one 16-byte transaction when
 /// `guard` holds; returns zeros and touches no memory when it does not.
 ///
@@ -87,34 +117,13 @@ pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
 /// floats that no thread writes while the kernel runs.
 #[inline(always)]
 pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
-    let (x, y, z, w): (f32, f32, f32, f32);
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred p;",
-            "setp.ne.u32 p, {g}, 0;",
-            "mov.b32 {x}, 0;",
-            "mov.b32 {y}, 0;",
-            "mov.b32 {z}, 0;",
-            "mov.b32 {w}, 0;",
-            "@p ld.global.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{ptr}];",
-            "}}",
-            x = out(reg32) x,
-            y = out(reg32) y,
-            z = out(reg32) z,
-            w = out(reg32) w,
-            ptr = in(reg64) ptr,
-            g = in(reg32) guard as u32,
-            options(nostack),
-        );
-    }
-    F32x4([x, y, z, w])
+    guarded_v4_load!("ld.global.nc.v4.f32", ptr, guard)
 }
 
 /// `ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once: the line is allocated
 /// in L1 and L2 with the evict-first policy, so a matrix streaming through the caches takes the
-/// place of its own earlier lines rather than of what other work left there (the dirty lines a
-/// previous kernel wrote, which would otherwise be written back to memory during this one).
+/// place of its own earlier lines rather than of what other work left there (dirty lines a
+/// previous kernel wrote are then not written back to memory in the middle of this one).
 ///
 /// # Safety
 /// `ptr` must be a valid, 4-byte aligned global address whose contents no thread writes while
@@ -140,28 +149,7 @@ pub unsafe fn ld_global_cs_f32(ptr: *const f32) -> f32 {
 /// As [`ld_global_nc_v4_f32`].
 #[inline(always)]
 pub unsafe fn ld_global_cs_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
-    let (x, y, z, w): (f32, f32, f32, f32);
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred p;",
-            "setp.ne.u32 p, {g}, 0;",
-            "mov.b32 {x}, 0;",
-            "mov.b32 {y}, 0;",
-            "mov.b32 {z}, 0;",
-            "mov.b32 {w}, 0;",
-            "@p ld.global.cs.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{ptr}];",
-            "}}",
-            x = out(reg32) x,
-            y = out(reg32) y,
-            z = out(reg32) z,
-            w = out(reg32) w,
-            ptr = in(reg64) ptr,
-            g = in(reg32) guard as u32,
-            options(nostack),
-        );
-    }
-    F32x4([x, y, z, w])
+    guarded_v4_load!("ld.global.cs.nc.v4.f32", ptr, guard)
 }
 
 /// `ld.global.v2.f32`: loads two consecutive floats in one 8-byte access (`LDG.E.64`),

@@ -22,8 +22,8 @@
 //!
 //! The matrix is read once in the whole grid, so its loads are *streaming* (`ld.global.cs`):
 //! its lines take the evict-first place in L1 and L2, and replace each other rather than what
-//! other work left in L2. Without it, the dirty lines a previous kernel left there were written
-//! back during this kernel, in the middle of its reads.
+//! other work left in L2 (a previous kernel's dirty lines are not written back in the middle of
+//! its reads).
 //!
 //! Each thread sums its share with one `f32` FMA per product, sixteen loads ahead: the sixteen
 //! products of a group into a sum of their own, which is then added to the thread's running
