@@ -115,11 +115,18 @@ impl GpuKernel {
     /// lengths are multiples of 4, so every row starts 16-byte aligned and no vector straddles
     /// a row's end), the scalar-load entry otherwise.
     fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
-        let fours = [lda, ldb, k, n].iter().all(|x| x.is_multiple_of(4));
         match &self.vec4 {
-            Some(vec4) if aligned && fours => vec4,
+            Some(vec4) if k.is_multiple_of(4) && self.wide_unless_k(aligned, lda, ldb, n) => vec4,
             _ => &self.function,
         }
+    }
+
+    /// Whether the launch loads 16 bytes at a time when `k` is a multiple of 4: a kernel with
+    /// only 16-byte loads, or one whose 16-byte entry the other conditions of
+    /// [`function_for`](Self::function_for) allow.
+    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, n: usize) -> bool {
+        self.spec.vec4_only
+            || (self.vec4.is_some() && aligned && [lda, ldb, n].iter().all(|x| x.is_multiple_of(4)))
     }
 }
 
@@ -659,9 +666,11 @@ impl Gpu {
         slices_of(spec, slots, m, n, k)
     }
 
-    /// The split-K GEMM: `slices` equal K slices of a multiple of 4 into a workspace, in one
-    /// launch (`gridDim.z = slices`), then the reduction, which adds the partials in order,
-    /// multiplies the few leftover columns (`k - slices * depth < 4 * slices`) and updates `C`.
+    /// The split-K GEMM: `slices` equal K slices into a workspace, in one launch (`gridDim.z =
+    /// slices`), then the reduction, which adds the partials in order, multiplies the few
+    /// leftover columns and updates `C`. A slice is a multiple of 4 deep when the slices load 16
+    /// bytes at a time (`k - slices * depth < 4 * slices` columns left over), any depth when
+    /// they load 4 (fewer than `slices` left over).
     #[allow(clippy::too_many_arguments)]
     fn split_k(
         &self,
@@ -675,7 +684,10 @@ impl Gpu {
         (c, ldc): (CudaViewMut<f32>, usize),
         aligned: bool,
     ) -> Result<()> {
-        let depth = k / slices / 4 * 4;
+        // A multiple of 4 where the slices load 16 bytes at a time, so that their loads stay
+        // aligned; any depth for 4-byte loads, leaving the reduction fewer columns.
+        let wide = kernel.wide_unless_k(aligned, lda, ldb, n);
+        let depth = if wide { k / slices / 4 * 4 } else { k / slices };
         let done = slices * depth;
         let len = slices * m * n;
         // The partials go to the kept buffer when it is large enough, else to a new one (kept in

@@ -53,6 +53,30 @@ impl SharedAddr {
     }
 }
 
+/// The body of a guarded 4-byte load: `instr` (a `ld.global...f32`) of the float at `ptr` under
+/// the predicate `guard`, `0.0` without touching memory when it does not hold.
+macro_rules! guarded_load {
+    ($instr:literal, $ptr:expr, $guard:expr) => {{
+        let value: f32;
+        // SAFETY: the caller's contract (the function this expands in).
+        unsafe {
+            asm!(
+                "{{",
+                ".reg .pred p;",
+                "setp.ne.u32 p, {g}, 0;",
+                "mov.b32 {v}, 0;",
+                concat!("@p ", $instr, " {v}, [{ptr}];"),
+                "}}",
+                v = out(reg32) value,
+                ptr = in(reg64) $ptr,
+                g = in(reg32) $guard as u32,
+                options(nostack, readonly),
+            );
+        }
+        value
+    }};
+}
+
 /// `@p ld.global.nc.f32`: loads `*ptr` through the read-only (non-coherent) data path when
 /// `guard` holds; returns `0.0` and touches no memory when it does not.
 ///
@@ -61,22 +85,7 @@ impl SharedAddr {
 /// no thread writes while the kernel runs (the `.nc` path does not see such writes).
 #[inline(always)]
 pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
-    let value: f32;
-    unsafe {
-        asm!(
-            "{{",
-            ".reg .pred p;",
-            "setp.ne.u32 p, {g}, 0;",
-            "mov.b32 {v}, 0;",
-            "@p ld.global.nc.f32 {v}, [{ptr}];",
-            "}}",
-            v = out(reg32) value,
-            ptr = in(reg64) ptr,
-            g = in(reg32) guard as u32,
-            options(nostack),
-        );
-    }
-    value
+    guarded_load!("ld.global.nc.f32", ptr, guard)
 }
 
 /// The body of a guarded 16-byte load: `instr` (a `ld.global...v4.f32`) of the four floats at
@@ -120,26 +129,17 @@ pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
     guarded_v4_load!("ld.global.nc.v4.f32", ptr, guard)
 }
 
-/// `ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once: the line is allocated
-/// in L1 and L2 with the evict-first policy, so a matrix streaming through the caches takes the
-/// place of its own earlier lines rather than of what other work left there (dirty lines a
-/// previous kernel wrote are then not written back to memory in the middle of this one).
+/// `@p ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once, when `guard` holds
+/// (`0.0`, touching no memory, when it does not): the line is allocated in L1 and L2 with the
+/// evict-first policy, so a matrix streaming through the caches takes the place of its own
+/// earlier lines rather than of what other work left there (dirty lines a previous kernel wrote
+/// are then not written back to memory in the middle of this one).
 ///
 /// # Safety
-/// `ptr` must be a valid, 4-byte aligned global address whose contents no thread writes while
-/// the kernel runs (the `.nc` path does not see such writes).
+/// As [`ld_global_nc_f32`].
 #[inline(always)]
-pub unsafe fn ld_global_cs_f32(ptr: *const f32) -> f32 {
-    let value: f32;
-    unsafe {
-        asm!(
-            "ld.global.cs.nc.f32 {v}, [{ptr}];",
-            v = out(reg32) value,
-            ptr = in(reg64) ptr,
-            options(nostack, readonly),
-        );
-    }
-    value
+pub unsafe fn ld_global_cs_f32(ptr: *const f32, guard: bool) -> f32 {
+    guarded_load!("ld.global.cs.nc.f32", ptr, guard)
 }
 
 /// `@p ld.global.cs.nc.v4.f32`: [`ld_global_nc_v4_f32`] as streaming data, allocated
@@ -526,6 +526,18 @@ pub unsafe fn cp_async_commit_group() {
 #[inline(always)]
 pub unsafe fn cp_async_wait_group<const N: u32>() {
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) }
+}
+
+/// `mov.b32 0`: a zero the compiler cannot see through. Arithmetic on a value that is this zero
+/// on one path into a join and a loaded value on another is not folded on the zero's path, and
+/// so not moved into the branches (where it would wait for the loads of one branch before the
+/// next branch issues its own).
+#[inline(always)]
+pub fn opaque_zero() -> f32 {
+    let zero: f32;
+    // SAFETY: a register move.
+    unsafe { asm!("mov.b32 {z}, 0;", z = out(reg32) zero, options(pure, nomem, nostack)) }
+    zero
 }
 
 /// `cvt.rna.tf32.f32`: rounds `x` to TensorFloat-32 (the 8-bit exponent of `f32`, 10 mantissa

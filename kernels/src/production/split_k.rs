@@ -21,8 +21,9 @@
 //!
 //! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
 //! (two per SM), else the count whose waves are fullest; with one slice the kernel is
-//! `double_buffered` writing `C` itself. The slices are equal and a multiple of 4 deep (so the
-//! 16-byte loads stay aligned); the few columns left over are multiplied by the reduction.
+//! `double_buffered` writing `C` itself. The slices are equal, and a multiple of 4 deep when
+//! they load 16 bytes at a time (so that the loads stay aligned); the few columns left over are
+//! multiplied by the reduction.
 
 use crate::infra::launch::{KernelSpec, Module};
 

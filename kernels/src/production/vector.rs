@@ -54,7 +54,9 @@ pub const SPEC: KernelSpec = KernelSpec {
     block: (LANES, LANES),
     tile: (LANES, LANES),
     smem_bytes: LANES * (LANES + 1) * 4,
-    min_blocks_per_sm: 0,
+    // Two blocks an SM (the launch bound caps the registers at 32): short sums are bound by
+    // their latency, which more warps hide.
+    min_blocks_per_sm: 2,
     k_slices: Some(SLICE),
     vec4_only: false,
     arch: None,
@@ -80,7 +82,7 @@ pub const COLUMN_SPEC: KernelSpec = KernelSpec {
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{COLUMN_ROWS, LANES, SPEC};
-    use crate::infra::ptx::{ld_global_cs_f32, shfl_bfly_f32};
+    use crate::infra::ptx::{ld_global_cs_f32, opaque_zero, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
     const WARPS_PER_ROW: u32 = ROW_THREADS / LANES;
@@ -94,12 +96,47 @@ mod device_code {
     /// together.
     const AHEAD: u32 = 16;
 
+    /// The factors of `N` products `x(p + i STRIDE) y(p + i STRIDE)`, loaded when `present`,
+    /// else zeros ([`opaque_zero`], nothing loaded); the matrix's loads streaming, as
+    /// [`strided_dot`] says.
+    ///
+    /// # Safety
+    /// When `present`, the `N` addresses are readable and no thread writes them.
+    #[inline(always)]
+    unsafe fn chunk<const N: usize, const STRIDE: u32>(
+        p: u32,
+        present: bool,
+        x: &impl Fn(u32) -> *const f32,
+        y: &impl Fn(u32) -> *const f32,
+    ) -> ([f32; N], [f32; N]) {
+        if !present {
+            let zero = opaque_zero();
+            return ([zero; N], [zero; N]);
+        }
+        let at = |i: usize| p + i as u32 * STRIDE;
+        // SAFETY: the caller's contract.
+        unsafe {
+            (core::array::from_fn(|i| *x(at(i))), core::array::from_fn(|i| ld_global_cs_f32(y(at(i)), true)))
+        }
+    }
+
     /// `x(p) y(p)` summed over `p = first, first + STRIDE, ... < k`, where `x(p)` and `y(p)` give
     /// the addresses of the factors, `x` in the vector and `y` in the matrix: one FMA per
     /// product, each group of `AHEAD` products summed on its own (from its first product,
-    /// rounded) before it is added to the total. Each element of the matrix is read once in the
-    /// whole grid, so its loads are streaming ([`ld_global_cs_f32`]); the vector's are read by
-    /// every block and stay ordinary.
+    /// rounded) before it is added to the total.
+    ///
+    /// What is left after one or more full groups (the tail of a long sum, fewer than `AHEAD`
+    /// products) is one more group, loaded in chunks as its count needs: 8 products, then 4, 2
+    /// and 1 together, each of those issued under its own condition and none used before all
+    /// are issued (a skipped chunk loads nothing, and its zero products leave the sum as it is).
+    /// The tail takes two rounds of memory latency where one product at a time took up to
+    /// fifteen; one round would keep 30 values live, past the 32 registers of two blocks an SM.
+    /// A sum shorter than a group takes its products one FMA at a time: such sums come many to
+    /// a block, which hides their latency, and the chunks' conditions would cost more issue
+    /// slots than the few loads they overlap.
+    ///
+    /// Each element of the matrix is read once in the whole grid, so its loads are streaming
+    /// ([`ld_global_cs_f32`]); the vector's are read by every block and stay ordinary.
     ///
     /// # Safety
     /// Every address `x(p)`, `y(p)` for `p < k` is readable, and no thread writes the matrix.
@@ -110,23 +147,48 @@ mod device_code {
         x: impl Fn(u32) -> *const f32,
         y: impl Fn(u32) -> *const f32,
     ) -> f32 {
+        const { assert!(AHEAD == 16, "the last group is at most 8 + 4 + 2 + 1 products") };
         let mut sum = 0.0f32;
         let mut p = first;
+        // SAFETY: every load is of a product p < k (the caller's contract): the full groups'
+        // by the loop condition, the chunks' by the count left, the short sum's by its loop's.
         unsafe {
-            while p + (AHEAD - 1) * STRIDE < k {
-                let xs: [f32; AHEAD as usize] = core::array::from_fn(|i| *x(p + i as u32 * STRIDE));
-                let ys: [f32; AHEAD as usize] =
-                    core::array::from_fn(|i| ld_global_cs_f32(y(p + i as u32 * STRIDE)));
-                let mut group = xs[0] * ys[0];
-                for i in 1..AHEAD as usize {
-                    group = fma(xs[i], ys[i], group);
+            // Two separate paths, the first with a loop, so that the compiler cannot turn the
+            // chunks' branches into predicates that every short sum would issue.
+            if p + (AHEAD - 1) * STRIDE < k {
+                while p + (AHEAD - 1) * STRIDE < k {
+                    let (xs, ys) = chunk::<{ AHEAD as usize }, STRIDE>(p, true, &x, &y);
+                    let mut group = xs[0] * ys[0];
+                    for i in 1..AHEAD as usize {
+                        group = fma(xs[i], ys[i], group);
+                    }
+                    sum += group;
+                    p += AHEAD * STRIDE;
                 }
-                sum += group;
-                p += AHEAD * STRIDE;
-            }
-            while p < k {
-                sum = fma(*x(p), ld_global_cs_f32(y(p)), sum);
-                p += STRIDE;
+                if p < k {
+                    let left = (k - p).div_ceil(STRIDE);
+                    let after = |taken: u32| p + (left & taken) * STRIDE;
+                    let mut group = 0.0f32;
+                    if left & 8 != 0 {
+                        let (x8, y8) = chunk::<8, STRIDE>(p, true, &x, &y);
+                        for i in 0..8 {
+                            group = fma(x8[i], y8[i], group);
+                        }
+                    }
+                    let (x4, y4) = chunk::<4, STRIDE>(after(8), left & 4 != 0, &x, &y);
+                    let (x2, y2) = chunk::<2, STRIDE>(after(12), left & 2 != 0, &x, &y);
+                    let (x1, y1) = chunk::<1, STRIDE>(after(14), left & 1 != 0, &x, &y);
+                    for i in 0..4 {
+                        group = fma(x4[i], y4[i], group);
+                    }
+                    group = fma(x2[1], y2[1], fma(x2[0], y2[0], group));
+                    sum += fma(x1[0], y1[0], group);
+                }
+            } else {
+                while p < k {
+                    sum = fma(*x(p), ld_global_cs_f32(y(p), true), sum);
+                    p += STRIDE;
+                }
             }
         }
         sum
@@ -153,12 +215,12 @@ mod device_code {
     /// # Safety
     /// Every lane of the warp calls it.
     #[inline(always)]
-    unsafe fn warp_pairwise_sum(mut x: f32) -> f32 {
-        for mask in [1, 2, 4, 8, 16] {
-            // SAFETY: the whole warp is here (the caller's contract).
-            x += unsafe { shfl_bfly_f32(x, mask) };
-        }
-        x
+    unsafe fn warp_pairwise_sum(x: f32) -> f32 {
+        // SAFETY: the whole warp is here (the caller's contract).
+        let step = |x: f32, mask: u32| x + unsafe { shfl_bfly_f32(x, mask) };
+        // Written out: as a loop over the masks the compiler may keep the loop, selecting each
+        // mask from the array by a chain of compares.
+        step(step(step(step(step(x, 1), 2), 4), 8), 16)
     }
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `m == 1` or `n == 1`,
