@@ -181,12 +181,13 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, `vector` (and its column variant),
+/// Every kernel the host may launch: the GEMM registry, `vector` (and its column variants),
 /// `few_rows` (and its tall variant), `scale_c`, `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,
         &vector::COLUMN_SPEC,
+        &vector::SHORT_SPEC,
         &few_rows::SPEC,
         &few_rows::TALL_SPEC,
         &scale::SPEC,

@@ -167,10 +167,11 @@ struct Loaded {
     /// Indices into `production` of [`SMALL_TILE_KERNEL`] and [`TINY_TILE_KERNEL`].
     small_tile: usize,
     tiny_tile: usize,
-    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variant
-    /// for a column of few rows.
+    /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variants
+    /// for a column of few rows and of many.
     vector: GpuKernel,
     vector_column: GpuKernel,
+    vector_short: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
@@ -220,6 +221,12 @@ pub const SMALL_K: usize = warpgroup::BK as usize - 1;
 /// tiles, which read `B` once between them when they run together (measured against the small
 /// tiles in `docs/performance-notes.md`).
 pub const TALL_ROWS: usize = 2 * few_rows::FEW;
+
+/// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
+/// `vector` rather than `few_rows`: with that many slices its blocks of 32 threads an output
+/// outread `few_rows`'s 8 (`docs/performance-notes.md`); on a shallower `K` `few_rows`, whose
+/// slices are shallower, splits finer.
+const DEEP_ROW_SLICES: usize = 16;
 
 /// The largest `gridDim.z`: the most members of a batch one launch covers.
 const MAX_GRID_Z: u32 = 65_535;
@@ -280,6 +287,7 @@ impl Gpu {
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let vector = load(vector::SPEC)?;
         let vector_column = load(vector::COLUMN_SPEC)?;
+        let vector_short = load(vector::SHORT_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
@@ -318,6 +326,7 @@ impl Gpu {
             tiny_tile,
             vector,
             vector_column,
+            vector_short,
             few_rows,
             few_rows_tall,
             scale_c,
@@ -420,10 +429,13 @@ impl Gpu {
     /// `m x n` in `layout` with an inner dimension `k` (a single product is the batch of one):
     /// the one chosen by name, else the precision policy's, by the shape of the row-major
     /// product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
-    /// - one column, or one row with `k <= 2 n`: the `vector` kernel (`f32` FMAs), which
-    ///   spreads the reads a tile kernel would make in one row of each tile over the grid (a
-    ///   row's grid is `n / 32` blocks, so a deeper `k` goes to `few_rows`, which splits it),
-    ///   or for a column of fewer than 64 rows per SM its variant on 8 rows a block;
+    /// - one column, or one row with `k <= 2 n` or a `K` deep enough to split in
+    ///   [`DEEP_ROW_SLICES`] of its slices: the `vector` kernel (`f32` FMAs), which spreads the
+    ///   reads a tile kernel would make in one row of each tile over the grid (a row's grid is
+    ///   `n / 32` blocks, so a row of moderate depth goes to `few_rows`, whose shallower slices
+    ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
+    ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
+    ///   variant on 4 rows a warp;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -453,6 +465,15 @@ impl Gpu {
                 if n == 1 && m < 2 * loaded.vector.spec.tile.0 as usize * loaded.info.sm_count as usize =>
             {
                 return &loaded.vector_column;
+            }
+            // A column of short rows, tall enough for two of `vector_short`'s blocks per SM, on
+            // 4 rows a warp.
+            Some(Skinny::Vector)
+                if n == 1
+                    && k <= vector::SHORT_K
+                    && m >= 2 * loaded.vector_short.spec.tile.0 as usize * loaded.info.sm_count as usize =>
+            {
+                return &loaded.vector_short;
             }
             Some(Skinny::Vector) => return &loaded.vector,
             Some(Skinny::FewRows) => return &loaded.few_rows,
@@ -1027,10 +1048,15 @@ enum Skinny {
 }
 
 /// The first rules of [`Gpu::chosen_for`], on the row-major shape: one column, or one row with
-/// `k <= 2 n`, to `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a single product of at
-/// most [`TALL_ROWS`] rows to its tall variant; anything else to the tile kernels (`None`).
+/// `k <= 2 n` or (a single product) `K` deep enough for `vector` to split it
+/// [`DEEP_ROW_SLICES`] ways, to `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a
+/// single product of at most [`TALL_ROWS`] rows to its tall variant; anything else to the tile
+/// kernels (`None`).
 fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
-    if vector::SPEC.shapes.fits(m, n) && (n == 1 || k <= 2 * n) {
+    // A single row deep enough for `vector` to split its K at least DEEP_ROW_SLICES ways.
+    let deep_row =
+        || batch == 1 && vector::SPEC.k_slices.is_some_and(|slice| k >= DEEP_ROW_SLICES * slice as usize);
+    if vector::SPEC.shapes.fits(m, n) && (n == 1 || k <= 2 * n || deep_row()) {
         Some(Skinny::Vector)
     } else if few_rows::SPEC.shapes.fits(m, n) {
         Some(Skinny::FewRows)
@@ -1188,6 +1214,11 @@ mod tests {
             (1, 4096, 1, 8192, Some(Vector)),
             (1, 8, 1, 4096, Some(Vector)),
             (1, 1, 256, 4096, Some(FewRows)),
+            (1, 1, 131, 3001, Some(FewRows)),
+            (1, 1, 256, 65536, Some(Vector)),
+            (1, 1, 3, 100_001, Some(Vector)),
+            (2, 1, 256, 65536, Some(FewRows)),
+            (1, 2, 256, 65536, Some(FewRows)),
             (1, 8, 1024, 1024, Some(FewRows)),
             (1, 8, 256, 8192, Some(FewRows)),
             (32, 5, 64, 64, Some(FewRows)),
@@ -1334,6 +1365,7 @@ mod tests {
         let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([
             &vector::SPEC,
             &vector::COLUMN_SPEC,
+            &vector::SHORT_SPEC,
             &few_rows::SPEC,
             &few_rows::TALL_SPEC,
         ]))

@@ -5,7 +5,7 @@
 //! reads, which is what bounds a matrix-vector product (each element of the matrix is used
 //! once).
 //!
-//! Two geometries, each a block of 32 x 32 threads:
+//! Three geometries, each a block of 32 x 32 threads:
 //! - [`SPEC`], 32 outputs a block:
 //!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
 //!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
@@ -14,7 +14,11 @@
 //! - [`COLUMN_SPEC`], for a column of too few rows to fill the GPU 32 a block: 8 rows a block,
 //!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`: four
 //!   times the blocks, each with a quarter of the work a row. The host gives it only columns
-//!   too short for two of `SPEC`'s blocks per SM (`Gpu::chosen_for`).
+//!   too short for two of `SPEC`'s blocks per SM (`Gpu::chosen_for`);
+//! - [`SHORT_SPEC`], for a column of many short rows: 4 rows a warp, 128 a block. With a warp a
+//!   row, a row of 64 elements is two loads a lane, too few in flight to cover the latency of
+//!   memory; four rows a warp make them eight, and each element of the vector a lane loads
+//!   serves the four rows.
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
@@ -79,9 +83,31 @@ pub const COLUMN_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
+/// Rows of `C` a warp of [`SHORT_SPEC`] computes.
+const SHORT_ROWS: u32 = 4;
+
+/// The longest rows the host gives [`SHORT_SPEC`]: on longer ones `SPEC`'s warp a row, with
+/// sixteen loads ahead, reads faster (`docs/performance-notes.md`).
+pub const SHORT_K: usize = 64;
+
+/// Launch configuration of [`sgemm_vector_short`](self): a column (`n == 1` only) of many rows,
+/// a warp computing [`SHORT_ROWS`] of them, so that its loads of the rows are in flight
+/// together however short the rows are, and each element of the vector it loads serves them
+/// all.
+pub const SHORT_SPEC: KernelSpec = KernelSpec {
+    name: "vector_short",
+    entry: "sgemm_vector_short",
+    summary: "a column (n = 1) of many rows, 4 rows a warp",
+    tile: (LANES * SHORT_ROWS, 1),
+    smem_bytes: 0,
+    // Rows of `C` fill the GPU: never split.
+    k_slices: None,
+    ..SPEC
+};
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{COLUMN_ROWS, LANES, SPEC};
+    use super::{COLUMN_ROWS, LANES, SHORT_ROWS, SPEC};
     use crate::infra::ptx::{ld_global_cs_f32, opaque_zero, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
@@ -299,6 +325,69 @@ mod device_code {
                 update_c(c.add(offset(row, 0, ldc)), alpha, total, beta);
             }
         }
+    }
+
+    /// Products of a row of [`short`] each row's loads take ahead.
+    const SHORT_AHEAD: usize = 4;
+
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1`, launched
+    /// with [`SHORT_SPEC`](super::SHORT_SPEC): warp `ty` computes the `SHORT_ROWS` rows from
+    /// `SHORT_ROWS (32 blockIdx.y + ty)` on, its lanes taking the elements `p = lane, lane + 32,
+    /// ...` of each (coalesced) times `B[p][0]`, loaded once for all the rows. Each row sums its
+    /// products as [`strided_dot`] does, in groups of `SHORT_AHEAD` (the rows' groups in flight
+    /// together) and the rest one at a time, then its 32 partials pairwise across the warp; lane
+    /// `r` writes row `r`. Rows past `m` (in the last warp) repeat row `m - 1`'s loads and are
+    /// not written.
+    unsafe fn short(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
+        const R: usize = SHORT_ROWS as usize;
+        let (tx, ty) = (thread_x(), thread_y());
+        let first = (block_y() * LANES + ty) * SHORT_ROWS;
+        if first >= m {
+            return;
+        }
+        let rows: [u32; R] = core::array::from_fn(|r| (first + r as u32).min(m - 1));
+        let x = |p: u32| b.wrapping_add(offset(p, 0, ldb));
+        let y = |r: usize, p: u32| a.wrapping_add(offset(rows[r], p, lda));
+        let mut sums = [0.0f32; R];
+        let mut p = tx;
+        // SAFETY: every load is of an element p < k of B's column or of a row below m of A,
+        // which no thread writes; the warp runs the shuffles whole (the early return is the
+        // warp's: `first` is the same for its lanes); the row written is below m.
+        unsafe {
+            while p + (SHORT_AHEAD as u32 - 1) * LANES < k {
+                let at = |i: usize| p + i as u32 * LANES;
+                let xs: [f32; SHORT_AHEAD] = core::array::from_fn(|i| *x(at(i)));
+                let ys: [[f32; SHORT_AHEAD]; R] =
+                    core::array::from_fn(|r| core::array::from_fn(|i| ld_global_cs_f32(y(r, at(i)), true)));
+                for (sum, ys) in sums.iter_mut().zip(&ys) {
+                    let mut group = xs[0] * ys[0];
+                    for i in 1..SHORT_AHEAD {
+                        group = fma(xs[i], ys[i], group);
+                    }
+                    *sum += group;
+                }
+                p += SHORT_AHEAD as u32 * LANES;
+            }
+            while p < k {
+                let xv = *x(p);
+                let ys: [f32; R] = core::array::from_fn(|r| ld_global_cs_f32(y(r, p), true));
+                for (sum, &yv) in sums.iter_mut().zip(&ys) {
+                    *sum = fma(xv, yv, *sum);
+                }
+                p += LANES;
+            }
+            let totals = sums.map(|sum| warp_pairwise_sum(sum));
+            // Lane r's total, picked by selects (indexing by a lane would use local memory).
+            let mine = (0..R).fold(0.0f32, |acc, r| if tx == r as u32 { totals[r] } else { acc });
+            if tx < SHORT_ROWS && first + tx < m {
+                update_c(c.add(offset(first + tx, 0, ldc)), alpha, mine, beta);
+            }
+        }
+    }
+
+    gemm_entry! { production:
+        /// A column of many rows: [`short`]'s entry point.
+        sgemm_vector_short => short
     }
 
     gemm_entry! { production:
