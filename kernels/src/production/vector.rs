@@ -10,7 +10,10 @@
 //!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
 //!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
 //!   - a row (`m == 1`): lane `tx` computes column `32 * blockIdx.x + tx`, warp `ty` taking the
-//!     rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row);
+//!     rows `p = ty, ty + 32, ...` of `B` (each warp reads 32 consecutive values of a row); a
+//!     row of fewer than 32 columns takes them in groups of lanes (the columns rounded up to a
+//!     power of two), so that a warp reads several rows of `B` at a time (four groups of 8 lanes
+//!     for 5 to 8 columns);
 //! - [`COLUMN_SPEC`], for a column of too few rows to fill the GPU 32 a block: 8 rows a block,
 //!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`: four
 //!   times the blocks, each with a quarter of the work a row. The host gives it only columns
@@ -257,8 +260,9 @@ mod device_code {
         let at = |row: u32, col: u32| row as usize * (LANES + 1) as usize + col as usize;
         // SAFETY: every read is guarded to A's m x k and B's k x n, which no thread writes (C
         // overlaps neither: the entry's contract); a column's warps run their
-        // shuffles whole (a warp shares its row); a row's shared array is LANES x (LANES + 1),
-        // written at (ty, tx) and read after the barrier.
+        // shuffles whole (a warp shares its row), and so do a row's (the width is the block's);
+        // a row's shared array is LANES x (LANES + 1), written at (ty, tx) and read after the
+        // barrier.
         unsafe {
             if n == 1 {
                 // A warp per row: its partials summed in registers, no barrier.
@@ -276,15 +280,37 @@ mod device_code {
                     }
                 }
             } else {
-                let col = block_x() * LANES + tx;
+                // A row of C narrower than the block's 32 columns (n < 32, one block across)
+                // leaves lanes: its columns, rounded up to a power of two, are a group of lanes,
+                // and a warp takes as many rows of B at a time as it holds groups.
+                let width = if n < LANES { n.next_power_of_two() } else { LANES };
+                let col = block_x() * LANES + (tx & (width - 1));
+                let first = ty * (LANES / width) + tx / width;
                 let sum = if col < n {
-                    strided_dot::<LANES>(ty, k, |p| a.add(p as usize), |p| b.add(offset(p, col, ldb)))
+                    let x = |p: u32| a.add(p as usize);
+                    let y = |p: u32| b.add(offset(p, col, ldb));
+                    // The stride is the rows of B all warps take at a time.
+                    match width {
+                        32 => strided_dot::<32>(first, k, x, y),
+                        16 => strided_dot::<64>(first, k, x, y),
+                        8 => strided_dot::<128>(first, k, x, y),
+                        4 => strided_dot::<256>(first, k, x, y),
+                        2 => strided_dot::<512>(first, k, x, y),
+                        _ => strided_dot::<1024>(first, k, x, y),
+                    }
                 } else {
                     0.0
                 };
+                // The groups of a warp add their sums pairwise into the first group's lanes.
+                let mut sum = sum;
+                let mut mask = width;
+                while mask < LANES {
+                    sum += shfl_bfly_f32(sum, mask);
+                    mask *= 2;
+                }
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
-                if ty == 0 && col < n {
+                if ty == 0 && tx < width && col < n {
                     let total = pairwise_sum::<{ LANES as usize }>(core::array::from_fn(|warp| {
                         *partials.add(at(warp as u32, tx))
                     }));
