@@ -238,15 +238,16 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
     let Some(gpu) = gpu_or_skip("narrow_shapes_pass_on_the_kernels_made_for_them") else { return };
     // Shapes the automatic choice gives to the matrix-vector and few-row kernels, each large
     // enough for its own geometry on a GPU of up to 192 SMs: a column of many short rows (4
-    // rows a warp), a row deep enough to split K many ways, few outputs with K split, a row
-    // split finely on few_rows; odd lengths, padded leading dimensions, a column-major C (the
-    // row-major C^T, a row) and beta = 0 over NaN.
+    // rows a warp), rows deep enough to split K many ways (narrower than 32 columns: groups of
+    // lanes), few outputs with K split, a row split finely on few_rows; odd lengths, padded
+    // leading dimensions, a column-major C (the row-major C^T, a row) and beta = 0 over NaN.
     let cases = [
         check::Case::new(100_003, 1, 63, 1.0, 0.0, 0),
         check::Case::new(100_003, 1, 64, 0.5, 1.5, 1),
         check::Case::new(100_003, 1, 7, -1.0, 0.0, 0),
         check::Case::new(100_003, 1, 5, 1.0, 0.0, 0).with(check::COMBOS[4]),
         check::Case::new(1, 3, 100_001, 1.0, 0.5, 0),
+        check::Case::new(1, 9, 40_000, 0.5, 1.5, 2),
         check::Case::new(1, 257, 65_537, 1.0, 0.0, 1),
         check::Case::new(13, 1, 100_000, 1.0, 1.0, 0),
         check::Case::new(1, 131, 3001, 1.0, 0.0, 0),
