@@ -248,6 +248,7 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
         check::Case::new(100_003, 1, 5, 1.0, 0.0, 0).with(check::COMBOS[4]),
         check::Case::new(1, 3, 100_001, 1.0, 0.5, 0),
         check::Case::new(1, 9, 40_000, 0.5, 1.5, 2),
+        check::Case::new(1, 5, 5000, 1.0, 0.0, 1),
         check::Case::new(1, 257, 65_537, 1.0, 0.0, 1),
         check::Case::new(13, 1, 100_000, 1.0, 1.0, 0),
         check::Case::new(1, 131, 3001, 1.0, 0.0, 0),

@@ -430,7 +430,8 @@ impl Gpu {
     /// the one chosen by name, else the precision policy's, by the shape of the row-major
     /// product the kernels compute (a column-major `C` is the row-major `C^T`, `n x m`):
     /// - one column, or one row with `k <= 2 n` or a `K` deep enough to split in
-    ///   [`DEEP_ROW_SLICES`] of its slices: the `vector` kernel (`f32` FMAs), which spreads the
+    ///   [`DEEP_ROW_SLICES`] of its slices (in two, for a row of at most 16 columns, which it
+    ///   takes in groups of lanes): the `vector` kernel (`f32` FMAs), which spreads the
     ///   reads a tile kernel would make in one row of each tile over the grid (a row's grid is
     ///   `n / 32` blocks, so a row of moderate depth goes to `few_rows`, whose shallower slices
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
@@ -1048,15 +1049,22 @@ enum Skinny {
 }
 
 /// The first rules of [`Gpu::chosen_for`], on the row-major shape: one column, or one row with
-/// `k <= 2 n` or (a single product) `K` deep enough for `vector` to split it
-/// [`DEEP_ROW_SLICES`] ways, to `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a
+/// `k <= 2 n` or (a single product) a `K` deep enough for `vector` to split it
+/// [`DEEP_ROW_SLICES`] ways, or to split it at all for a row of at most 16 columns, to
+/// `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a
 /// single product of at most [`TALL_ROWS`] rows to its tall variant; anything else to the tile
 /// kernels (`None`).
 fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
-    // A single row deep enough for `vector` to split its K at least DEEP_ROW_SLICES ways.
-    let deep_row =
-        || batch == 1 && vector::SPEC.k_slices.is_some_and(|slice| k >= DEEP_ROW_SLICES * slice as usize);
-    if vector::SPEC.shapes.fits(m, n) && (n == 1 || k <= 2 * n || deep_row()) {
+    // A single row whose K `vector` splits at least DEEP_ROW_SLICES ways, or at all when the row
+    // spans at most half its block's columns (which it then takes in groups of lanes).
+    let row_for_vector = || {
+        batch == 1
+            && vector::SPEC.k_slices.is_some_and(|slice| {
+                let slice = slice as usize;
+                k >= DEEP_ROW_SLICES * slice || (2 * n <= vector::SPEC.tile.1 as usize && k >= 2 * slice)
+            })
+    };
+    if vector::SPEC.shapes.fits(m, n) && (n == 1 || k <= 2 * n || row_for_vector()) {
         Some(Skinny::Vector)
     } else if few_rows::SPEC.shapes.fits(m, n) {
         Some(Skinny::FewRows)
@@ -1217,6 +1225,9 @@ mod tests {
             (1, 1, 131, 3001, Some(FewRows)),
             (1, 1, 256, 65536, Some(Vector)),
             (1, 1, 3, 100_001, Some(Vector)),
+            (1, 1, 16, 4096, Some(Vector)),
+            (1, 1, 3, 4095, Some(FewRows)),
+            (1, 1, 17, 10_000, Some(FewRows)),
             (2, 1, 256, 65536, Some(FewRows)),
             (1, 2, 256, 65536, Some(FewRows)),
             (1, 8, 1024, 1024, Some(FewRows)),
