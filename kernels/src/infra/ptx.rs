@@ -129,17 +129,26 @@ pub unsafe fn ld_global_nc_v4_f32(ptr: *const f32, guard: bool) -> F32x4 {
     guarded_v4_load!("ld.global.nc.v4.f32", ptr, guard)
 }
 
-/// `@p ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once, when `guard` holds
-/// (`0.0`, touching no memory, when it does not): the line is allocated in L1 and L2 with the
-/// evict-first policy, so a matrix streaming through the caches takes the place of its own
-/// earlier lines rather than of what other work left there (dirty lines a previous kernel wrote
-/// are then not written back to memory in the middle of this one).
+/// `ld.global.cs.nc.f32`: loads `*ptr` as *streaming* data, read once: the line is allocated
+/// in L1 and L2 with the evict-first policy, so a matrix streaming through the caches takes the
+/// place of its own earlier lines rather than of what other work left there (dirty lines a
+/// previous kernel wrote are then not written back to memory in the middle of this one).
 ///
 /// # Safety
-/// As [`ld_global_nc_f32`].
+/// `ptr` must be a valid, 4-byte aligned global address whose contents no thread writes while
+/// the kernel runs (the `.nc` path does not see such writes).
 #[inline(always)]
-pub unsafe fn ld_global_cs_f32(ptr: *const f32, guard: bool) -> f32 {
-    guarded_load!("ld.global.cs.nc.f32", ptr, guard)
+pub unsafe fn ld_global_cs_f32(ptr: *const f32) -> f32 {
+    let value: f32;
+    unsafe {
+        asm!(
+            "ld.global.cs.nc.f32 {v}, [{ptr}];",
+            v = out(reg32) value,
+            ptr = in(reg64) ptr,
+            options(nostack, readonly),
+        );
+    }
+    value
 }
 
 /// `@p ld.global.cs.nc.v4.f32`: [`ld_global_nc_v4_f32`] as streaming data, allocated

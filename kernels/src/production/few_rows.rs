@@ -99,7 +99,7 @@ mod device_code {
     #[inline(always)]
     unsafe fn load_b<const TALL: bool>(ptr: *const f32) -> f32 {
         // SAFETY: the caller's contract.
-        unsafe { if TALL { *ptr } else { ld_global_cs_f32(ptr, true) } }
+        unsafe { if TALL { *ptr } else { ld_global_cs_f32(ptr) } }
     }
 
     /// [`load_b`] for four consecutive elements of `B` in one 16-byte load, when `guard` holds

@@ -144,9 +144,7 @@ mod device_code {
         }
         let at = |i: usize| p + i as u32 * STRIDE;
         // SAFETY: the caller's contract.
-        unsafe {
-            (core::array::from_fn(|i| *x(at(i))), core::array::from_fn(|i| ld_global_cs_f32(y(at(i)), true)))
-        }
+        unsafe { (core::array::from_fn(|i| *x(at(i))), core::array::from_fn(|i| ld_global_cs_f32(y(at(i))))) }
     }
 
     /// `x(p) y(p)` summed over `p = first, first + STRIDE, ... < k`, where `x(p)` and `y(p)` give
@@ -215,7 +213,7 @@ mod device_code {
                 }
             } else {
                 while p < k {
-                    sum = fma(*x(p), ld_global_cs_f32(y(p), true), sum);
+                    sum = fma(*x(p), ld_global_cs_f32(y(p)), sum);
                     p += STRIDE;
                 }
             }
@@ -384,7 +382,7 @@ mod device_code {
                 let at = |i: usize| p + i as u32 * LANES;
                 let xs: [f32; SHORT_AHEAD] = core::array::from_fn(|i| *x(at(i)));
                 let ys: [[f32; SHORT_AHEAD]; R] =
-                    core::array::from_fn(|r| core::array::from_fn(|i| ld_global_cs_f32(y(r, at(i)), true)));
+                    core::array::from_fn(|r| core::array::from_fn(|i| ld_global_cs_f32(y(r, at(i)))));
                 for (sum, ys) in sums.iter_mut().zip(&ys) {
                     let mut group = xs[0] * ys[0];
                     for i in 1..SHORT_AHEAD {
@@ -396,7 +394,7 @@ mod device_code {
             }
             while p < k {
                 let xv = *x(p);
-                let ys: [f32; R] = core::array::from_fn(|r| ld_global_cs_f32(y(r, p), true));
+                let ys: [f32; R] = core::array::from_fn(|r| ld_global_cs_f32(y(r, p)));
                 for (sum, &yv) in sums.iter_mut().zip(&ys) {
                     *sum = fma(xv, yv, *sum);
                 }
