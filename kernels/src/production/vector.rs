@@ -351,7 +351,7 @@ mod device_code {
         }
     }
 
-    /// Products of a row of [`short`] each row's loads take ahead.
+    /// Products of each row whose loads [`short`] issues together.
     const SHORT_AHEAD: usize = 4;
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1`, launched
