@@ -460,19 +460,18 @@ impl Gpu {
             return self.get(chosen);
         }
         let loaded = &self.loaded;
+        // The rows of C that give each SM two of `kernel`'s blocks.
+        let two_blocks_per_sm =
+            |kernel: &GpuKernel| 2 * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize;
         match skinny_kernel(batch, m, n, k) {
             // A column too short for two of `vector`'s blocks per SM, on 8 rows a block.
-            Some(Skinny::Vector)
-                if n == 1 && m < 2 * loaded.vector.spec.tile.0 as usize * loaded.info.sm_count as usize =>
-            {
+            Some(Skinny::Vector) if n == 1 && m < two_blocks_per_sm(&loaded.vector) => {
                 return &loaded.vector_column;
             }
             // A column of short rows, tall enough for two of `vector_short`'s blocks per SM, on
             // 4 rows a warp.
             Some(Skinny::Vector)
-                if n == 1
-                    && k <= vector::SHORT_K
-                    && m >= 2 * loaded.vector_short.spec.tile.0 as usize * loaded.info.sm_count as usize =>
+                if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
                 return &loaded.vector_short;
             }
@@ -1051,9 +1050,8 @@ enum Skinny {
 /// The first rules of [`Gpu::chosen_for`], on the row-major shape: one column, or one row with
 /// `k <= 2 n` or (a single product) a `K` deep enough for `vector` to split it
 /// [`DEEP_ROW_SLICES`] ways, or to split it at all for a row of at most 16 columns, to
-/// `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a
-/// single product of at most [`TALL_ROWS`] rows to its tall variant; anything else to the tile
-/// kernels (`None`).
+/// `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a single product of at most
+/// [`TALL_ROWS`] rows to its tall variant; anything else to the tile kernels (`None`).
 fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
     // A single row whose K `vector` splits at least DEEP_ROW_SLICES ways, or at all when the row
     // spans at most half its block's columns (which it then takes in groups of lanes).

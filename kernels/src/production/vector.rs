@@ -155,9 +155,9 @@ mod device_code {
     /// What is left after one or more full groups (the tail of a long sum, fewer than `AHEAD`
     /// products) is one more group, loaded in chunks as its count needs: 8 products, then 4, 2
     /// and 1 together, each of those issued under its own condition and none used before all
-    /// are issued (a skipped chunk loads nothing, and its zero products leave the sum as it is).
-    /// The tail takes two rounds of memory latency where one product at a time took up to
-    /// fifteen; one round would keep 30 values live, past the 32 registers of two blocks an SM.
+    /// are issued (a skipped chunk loads nothing, and its zero products leave the sum as it is):
+    /// two rounds of memory latency, as one would keep 30 values live, past the 32 registers of
+    /// two blocks an SM.
     /// A sum shorter than a group takes its products one FMA at a time: such sums come many to
     /// a block, which hides their latency, and the chunks' conditions would cost more issue
     /// slots than the few loads they overlap.
@@ -243,8 +243,20 @@ mod device_code {
     /// Every lane of the warp calls it.
     #[inline(always)]
     unsafe fn warp_pairwise_sum(x: f32) -> f32 {
-        // SAFETY: the whole warp is here (the caller's contract).
-        let step = |x: f32, mask: u32| x + unsafe { shfl_bfly_f32(x, mask) };
+        // SAFETY: the caller's contract.
+        unsafe { warp_pairwise_sum_from(x, 1) }
+    }
+
+    /// The partials of the lanes `first` apart (a power of two, the same on every lane) summed
+    /// pairwise as [`warp_pairwise_sum`] sums them: lane `l` ends with the sum over the lanes
+    /// equal to `l` modulo `first`.
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it.
+    #[inline(always)]
+    unsafe fn warp_pairwise_sum_from(x: f32, first: u32) -> f32 {
+        // SAFETY: the whole warp is here and takes the same steps (the caller's contract).
+        let step = |x: f32, mask: u32| if mask >= first { x + unsafe { shfl_bfly_f32(x, mask) } } else { x };
         // Written out: as a loop over the masks the compiler may keep the loop, selecting each
         // mask from the array by a chain of compares.
         step(step(step(step(step(x, 1), 2), 4), 8), 16)
@@ -299,13 +311,8 @@ mod device_code {
                 } else {
                     0.0
                 };
-                // The groups of a warp add their sums pairwise into the first group's lanes.
-                let mut sum = sum;
-                let mut mask = width;
-                while mask < LANES {
-                    sum += shfl_bfly_f32(sum, mask);
-                    mask *= 2;
-                }
+                // The groups of a warp add their sums pairwise, lane by lane of a group.
+                let sum = warp_pairwise_sum_from(sum, width);
                 *partials.add(at(ty, tx)) = sum;
                 sync_threads();
                 if ty == 0 && tx < width && col < n {
