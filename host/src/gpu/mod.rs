@@ -168,10 +168,11 @@ struct Loaded {
     small_tile: usize,
     tiny_tile: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variants
-    /// for a column of few rows and of many.
+    /// for a column of few rows, of many, and of many short ones.
     vector: GpuKernel,
     vector_column: GpuKernel,
     vector_short: GpuKernel,
+    vector_narrow: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
@@ -288,6 +289,7 @@ impl Gpu {
         let vector = load(vector::SPEC)?;
         let vector_column = load(vector::COLUMN_SPEC)?;
         let vector_short = load(vector::SHORT_SPEC)?;
+        let vector_narrow = load(vector::NARROW_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
@@ -327,6 +329,7 @@ impl Gpu {
             vector,
             vector_column,
             vector_short,
+            vector_narrow,
             few_rows,
             few_rows_tall,
             scale_c,
@@ -436,7 +439,9 @@ impl Gpu {
     ///   `n / 32` blocks, so a row of moderate depth goes to `few_rows`, whose shallower slices
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
     ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
-    ///   variant on 4 rows a warp;
+    ///   variant on 4 rows a warp, or on a group of lanes a row for rows of at most
+    ///   [`vector::NARROW_ROUND`] (at most [`vector::NARROW_K`] from three of its blocks per
+    ///   SM);
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -460,9 +465,11 @@ impl Gpu {
             return self.get(chosen);
         }
         let loaded = &self.loaded;
-        // The rows of C that give each SM two of `kernel`'s blocks.
-        let two_blocks_per_sm =
-            |kernel: &GpuKernel| 2 * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize;
+        // The rows of C that give each SM `blocks` of `kernel`'s blocks.
+        let rows_for = |blocks: usize, kernel: &GpuKernel| {
+            blocks * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize
+        };
+        let two_blocks_per_sm = |kernel: &GpuKernel| rows_for(2, kernel);
         match skinny_kernel(batch, m, n, k) {
             // A column too short for two of `vector`'s blocks per SM, on 8 rows a block.
             Some(Skinny::Vector) if n == 1 && m < two_blocks_per_sm(&loaded.vector) => {
@@ -473,7 +480,11 @@ impl Gpu {
             Some(Skinny::Vector)
                 if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
-                return &loaded.vector_short;
+                // Rows of at most 16 on groups of lanes as wide; those loaded in two rounds once
+                // each SM has three of its blocks, which hide the second round's latency.
+                let narrow = k <= vector::NARROW_ROUND
+                    || (k <= vector::NARROW_K && m >= rows_for(3, &loaded.vector_narrow));
+                return if narrow { &loaded.vector_narrow } else { &loaded.vector_short };
             }
             Some(Skinny::Vector) => return &loaded.vector,
             Some(Skinny::FewRows) => return &loaded.few_rows,
@@ -1375,6 +1386,7 @@ mod tests {
             &vector::SPEC,
             &vector::COLUMN_SPEC,
             &vector::SHORT_SPEC,
+            &vector::NARROW_SPEC,
             &few_rows::SPEC,
             &few_rows::TALL_SPEC,
         ]))

@@ -5,7 +5,7 @@
 //! reads, which is what bounds a matrix-vector product (each element of the matrix is used
 //! once).
 //!
-//! Three geometries, each a block of 32 x 32 threads:
+//! Four geometries, each a block of 32 x 32 threads but the last:
 //! - [`SPEC`], 32 outputs a block:
 //!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
 //!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
@@ -21,7 +21,11 @@
 //! - [`SHORT_SPEC`], for a column of many short rows: 4 rows a warp, 128 a block. With a warp a
 //!   row, a row of 64 elements is two loads a lane, too few in flight to cover the latency of
 //!   memory; four rows a warp make them eight, and each element of the vector a lane loads
-//!   serves the four rows.
+//!   serves the four rows;
+//! - [`NARROW_SPEC`], for a column of many rows of at most 16 elements: 32 rows a warp, 256 a
+//!   block of 8 warps. A row of 8 elements would leave 24 lanes of a row's warp idle; here a row
+//!   is a group of 8 lanes (its length rounded up to a power of two), a load instruction reads
+//!   four whole rows, and each lane's loads of 8 rows are in flight together.
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
@@ -108,9 +112,37 @@ pub const SHORT_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
+/// The longest rows the host gives [`NARROW_SPEC`]: its lanes take a row's elements in groups
+/// of 16 or fewer; longer rows leave no lanes of `SHORT_SPEC`'s warps idle.
+pub const NARROW_K: usize = 16;
+
+/// Warps of a block of [`NARROW_SPEC`].
+const NARROW_WARPS: u32 = 8;
+
+/// Rows a lane of [`NARROW_SPEC`] loads at a time: rows longer than this are loaded in two
+/// rounds (sixteen loads in flight measured slower, `docs/performance-notes.md`).
+pub const NARROW_ROUND: usize = 8;
+
+/// Launch configuration of [`sgemm_vector_narrow`](self): a column (`n == 1` only) of many rows
+/// of at most [`NARROW_K`] elements, 32 rows a warp: a row per group of lanes, as many lanes as
+/// the row's length rounded up to a power of two, so that every lane loads.
+pub const NARROW_SPEC: KernelSpec = KernelSpec {
+    name: "vector_narrow",
+    entry: "sgemm_vector_narrow",
+    summary: "a column (n = 1) of many rows of at most 16, a row per group of lanes",
+    block: (LANES, NARROW_WARPS),
+    tile: (LANES * NARROW_WARPS, 1),
+    smem_bytes: 0,
+    // Eight blocks an SM, 32 registers: the whole SM's warps, as `SPEC`'s two.
+    min_blocks_per_sm: 8,
+    // Rows of `C` fill the GPU: never split.
+    k_slices: None,
+    ..SPEC
+};
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{COLUMN_ROWS, LANES, SHORT_ROWS, SPEC};
+    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC};
     use crate::infra::ptx::{ld_global_cs_f32, opaque_zero, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
@@ -416,9 +448,91 @@ mod device_code {
         }
     }
 
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
+    /// `1 <= k <= NARROW_K`, launched with [`NARROW_SPEC`](super::NARROW_SPEC): [`narrow_rows`]
+    /// with groups of `k` lanes rounded up to a power of two.
+    unsafe fn narrow(args: GemmArgs) {
+        const { assert!(NARROW_K == 16, "the widest group below is 16 lanes") };
+        // SAFETY: the contract of the entry, with k <= NARROW_K (the host's).
+        unsafe {
+            match args.k {
+                1 => narrow_rows::<1>(args),
+                2 => narrow_rows::<2>(args),
+                3..=4 => narrow_rows::<4>(args),
+                5..=8 => narrow_rows::<8>(args),
+                _ => narrow_rows::<16>(args),
+            }
+        }
+    }
+
+    /// `n == 1` with rows of `k <= W` elements, `W` a power of two: warp `w` of the grid computes
+    /// the 32 rows from `32 w` on. Its lanes are `32 / W` groups of `W`; lane `q` of group `g`
+    /// loads element `q` (none past `k`) of rows `g, g + 32 / W, ...` (`W` of them, one load
+    /// each, [`NARROW_ROUND`] rows' loads in flight together; each load instruction reads
+    /// `32 / W` whole rows), multiplies it by `B[q][0]` (one rounding), and the group adds its
+    /// `W` products pairwise (neighbours first), row by row, in registers. Lane `q` of group `g` then writes the `q`-th of its rows, so that each
+    /// lane writes one and the warp's 32 rows are written together. Rows past `m` are not loaded
+    /// nor written.
+    ///
+    /// # Safety
+    /// The contract of the entry, with `k <= W`.
+    #[inline(always)]
+    unsafe fn narrow_rows<const W: usize>(
+        GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
+    ) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
+        if first >= m {
+            return;
+        }
+        let width = W as u32;
+        let (g, q) = (tx / width, tx % width);
+        let row = |j: u32| first + j * (LANES / width) + g;
+        // SAFETY: every load is of an element q < k of B's column or of a row below m of A,
+        // which no thread writes; the early return is the warp's (`first` is the same for its
+        // lanes), so the shuffles run whole; the row written is below m.
+        unsafe {
+            let x = if q < k { *b.add(offset(q, 0, ldb)) } else { 0.0 };
+            // Sum q of the group's, kept by selects (indexing by a lane would use local memory).
+            let mut mine = 0.0f32;
+            for first_row in (0..W).step_by(NARROW_ROUND) {
+                let ys: [f32; NARROW_ROUND] = core::array::from_fn(|i| {
+                    let (j, row) = (first_row + i, row((first_row + i) as u32));
+                    if j < W && q < k && row < m { ld_global_cs_f32(a.add(offset(row, q, lda))) } else { 0.0 }
+                });
+                for (i, &y) in ys.iter().enumerate().take(W - first_row) {
+                    let sum = group_pairwise_sum::<W>(x * y);
+                    mine = if q == (first_row + i) as u32 { sum } else { mine };
+                }
+            }
+            if row(q) < m {
+                update_c(c.add(offset(row(q), 0, ldc)), alpha, mine, beta);
+            }
+        }
+    }
+
+    /// The values of each group of `W` neighbouring lanes (a power of two) summed pairwise, as
+    /// [`warp_pairwise_sum`] sums a warp's: every lane of a group ends with its group's sum.
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it.
+    #[inline(always)]
+    unsafe fn group_pairwise_sum<const W: usize>(x: f32) -> f32 {
+        // SAFETY: the whole warp is here and takes the same steps (the caller's contract); a
+        // lane's partner `mask` away (mask < W) is in its group.
+        let step =
+            |x: f32, mask: u32| if (mask as usize) < W { x + unsafe { shfl_bfly_f32(x, mask) } } else { x };
+        step(step(step(step(step(x, 1), 2), 4), 8), 16)
+    }
+
     gemm_entry! { production:
         /// A column of many rows: [`short`]'s entry point.
         sgemm_vector_short => short
+    }
+
+    gemm_entry! { production:
+        /// A column of many rows of at most `NARROW_K` elements: [`narrow`]'s entry point.
+        sgemm_vector_narrow => narrow
     }
 
     gemm_entry! { production:
