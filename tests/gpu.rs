@@ -281,6 +281,43 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
 }
 
 #[test]
+fn columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads() {
+    let Some(gpu) = gpu_or_skip("columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads") else {
+        return;
+    };
+    // `vector_narrow` loads A 16 bytes at a time where A is 16-byte aligned and its rows a
+    // multiple of 4 long, else 4 bytes at a time, with the same order of additions: A at an
+    // offset of 0 and of 1 element in a buffer of the caller's takes each entry. Values that
+    // are not integers, so that another order would show in the bits.
+    let m = 150_001;
+    for k in [4, 8, 12, 16] {
+        let value = |i: usize, seed: usize| ((i * 7919 + seed) % 1999) as f32 / 977.0 - 1.0;
+        let a: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
+        let x: Vec<f32> = (0..k).map(|i| value(i, 2)).collect();
+        let stream = gpu.stream();
+        let b_buf = stream.clone_htod(&x).unwrap();
+        let results = [0, 1].map(|offset| {
+            let a_buf = stream.clone_htod(&[vec![0.0; offset], a.clone()].concat()).unwrap();
+            let mut c_buf = stream.clone_htod(&vec![f32::NAN; m]).unwrap();
+            let a_view = DeviceMatRef::new(a_buf.slice(offset..), Layout::RowMajor, m, k, k).unwrap();
+            let b_view = DeviceMatRef::new(b_buf.slice(..), Layout::RowMajor, k, 1, 1).unwrap();
+            let c_view = DeviceMatMut::new(c_buf.slice_mut(..), Layout::RowMajor, m, 1, 1).unwrap();
+            gpu.gemm_device(1.5, a_view, b_view, 0.0, c_view).unwrap();
+            stream.clone_dtoh(&c_buf).unwrap()
+        });
+        assert_eq!(gpu.chosen_for(Layout::RowMajor, 1, m, 1, k).spec.name, "vector_narrow");
+        for (i, (wide, narrow)) in results[0].iter().zip(&results[1]).enumerate() {
+            let want: f64 = 1.5 * (0..k).map(|p| a[i * k + p] as f64 * x[p] as f64).sum::<f64>();
+            assert!(
+                (*wide as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "k = {k}, row {i}: {wide} against {want}"
+            );
+            assert_eq!(wide.to_bits(), narrow.to_bits(), "k = {k}, row {i}");
+        }
+    }
+}
+
+#[test]
 fn offsets_past_2_to_the_32_elements_index_correctly() {
     // C with 2^21 + 1 rows 2100 elements apart spans 4.4e9 elements (17.6 GB): a 32-bit
     // element offset would wrap. Opt-in (SGEMM_LARGE_TESTS=1): it needs that much memory on

@@ -19,7 +19,8 @@ pub struct KernelSpec {
     pub entry: &'static str,
     /// The entry point of the same kernel with 16-byte (`.v4`) global loads of `A` and `B`,
     /// valid only when their pointers are 16-byte aligned and `lda`, `ldb`, `k` and `n` are
-    /// multiples of 4.
+    /// multiples of 4; for a matrix-vector kernel ([`Shapes::Vector`]) computing a column
+    /// (`n == 1`), loads of `A` only, valid when `lda` and `k` are.
     pub vec4_entry: Option<&'static str>,
     /// One line: the technique this kernel adds.
     pub summary: &'static str,

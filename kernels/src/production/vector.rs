@@ -129,6 +129,9 @@ pub const NARROW_ROUND: usize = 8;
 pub const NARROW_SPEC: KernelSpec = KernelSpec {
     name: "vector_narrow",
     entry: "sgemm_vector_narrow",
+    // Only `A` loaded 16 bytes at a time (the vector is a column): the host requires `A`
+    // aligned and `lda` and `k` multiples of 4 (`GpuKernel::function_for`).
+    vec4_entry: Some("sgemm_vector_narrow_vec4"),
     summary: "a column (n = 1) of many rows of at most 16, a row per group of lanes",
     block: (LANES, NARROW_WARPS),
     tile: (LANES * NARROW_WARPS, 1),
@@ -143,7 +146,7 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
     use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC};
-    use crate::infra::ptx::{ld_global_cs_f32, opaque_zero, shfl_bfly_f32};
+    use crate::infra::ptx::{ld_global_cs_f32, ld_global_cs_v4_f32, opaque_zero, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
     const WARPS_PER_ROW: u32 = ROW_THREADS / LANES;
@@ -511,6 +514,67 @@ mod device_code {
         }
     }
 
+    /// The GEMM contract for `n == 1` and `k` one of 4, 8, 12, 16, with `A` 16-byte aligned
+    /// and `lda` a multiple of 4, launched with [`NARROW_SPEC`](super::NARROW_SPEC):
+    /// [`narrow_rows_wide`] with groups of `k / 4` lanes rounded up to a power of two.
+    unsafe fn narrow_wide(args: GemmArgs) {
+        // SAFETY: the contract of the entry, with k <= 16 a multiple of 4 (the host's).
+        unsafe {
+            match args.k {
+                4 => narrow_rows_wide::<1>(args),
+                8 => narrow_rows_wide::<2>(args),
+                _ => narrow_rows_wide::<4>(args),
+            }
+        }
+    }
+
+    /// [`narrow_rows`] with 16-byte loads of `A`: a row is a group of `G` lanes, lane `q`
+    /// loading elements `4q .. 4q + 4` (none past `k`, a multiple of 4) of `G` rows, one load
+    /// each, all in flight together (each load instruction reads `32 / G` whole rows). A lane
+    /// adds its four products pairwise and the group its lanes' sums pairwise, which is the order
+    /// of [`narrow_rows`] with `W = 4 G`: the two entries give the same bits.
+    ///
+    /// # Safety
+    /// The contract of the entry, with `k <= 4 G` a multiple of 4, `A` 16-byte aligned and
+    /// `lda` a multiple of 4.
+    #[inline(always)]
+    unsafe fn narrow_rows_wide<const G: usize>(
+        GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
+    ) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
+        if first >= m {
+            return;
+        }
+        let width = G as u32;
+        let (g, q) = (tx / width, tx % width);
+        let row = |j: u32| first + j * (LANES / width) + g;
+        let present = 4 * q < k;
+        // SAFETY: every load is of elements below k of B's column or of a row below m of A,
+        // 16-byte aligned (the contract), which no thread writes; the early return is the
+        // warp's, so the shuffles run whole; the row written is below m.
+        unsafe {
+            let x: [f32; 4] =
+                core::array::from_fn(
+                    |i| if present { *b.add(offset(4 * q + i as u32, 0, ldb)) } else { 0.0 },
+                );
+            let ys: [[f32; 4]; G] = core::array::from_fn(|j| {
+                let row = row(j as u32);
+                ld_global_cs_v4_f32(a.add(offset(row, 4 * q, lda)), present && row < m).0
+            });
+            // Sum q of the group's, kept by selects (indexing by a lane would use local memory).
+            let mut mine = 0.0f32;
+            for (j, y) in ys.iter().enumerate() {
+                let lane = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
+                let sum = group_pairwise_sum::<G>(lane);
+                mine = if q == j as u32 { sum } else { mine };
+            }
+            if row(q) < m {
+                update_c(c.add(offset(row(q), 0, ldc)), alpha, mine, beta);
+            }
+        }
+    }
+
     /// The values of each group of `W` neighbouring lanes (a power of two) summed pairwise, as
     /// [`warp_pairwise_sum`] sums a warp's: every lane of a group ends with its group's sum.
     ///
@@ -533,6 +597,11 @@ mod device_code {
     gemm_entry! { production:
         /// A column of many rows of at most `NARROW_K` elements: [`narrow`]'s entry point.
         sgemm_vector_narrow => narrow
+    }
+
+    gemm_entry! { production:
+        /// The same with 16-byte loads of `A`: [`narrow_wide`]'s entry point.
+        sgemm_vector_narrow_vec4 => narrow_wide
     }
 
     gemm_entry! { production:
