@@ -238,8 +238,8 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
     let Some(gpu) = gpu_or_skip("narrow_shapes_pass_on_the_kernels_made_for_them") else { return };
     // Shapes the automatic choice gives to the matrix-vector and few-row kernels, each large
     // enough for its own geometry on a GPU of up to 192 SMs: a column of many short rows (4
-    // rows a warp; at most 16 long, a group of lanes a row: every group width, and 17 just
-    // past them), rows deep enough to split K many ways (narrower than 32 columns: groups of
+    // rows a warp; at most 16 long, a group of lanes a row: every group width, 4- and 16-byte
+    // loads, and 17 just past them), rows deep enough to split K many ways (narrower than 32 columns: groups of
     // lanes), few outputs with K split, a row split finely on few_rows; odd lengths, padded
     // leading dimensions, a transposed A, a column-major C (the row-major C^T: a row, or for
     // 1 x n a column) and beta = 0 over NaN.
@@ -248,6 +248,8 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
         check::Case::new(100_003, 1, 64, 0.5, 1.5, 1),
         check::Case::new(100_003, 1, 17, 1.0, 0.0, 2),
         check::Case::new(150_001, 1, 16, -2.0, 0.5, 0),
+        check::Case::new(150_001, 1, 15, 0.5, 0.0, 1),
+        check::Case::new(60_001, 1, 16, 1.0, 0.0, 0),
         check::Case::new(150_001, 1, 12, 1.0, 0.0, 1).with(check::COMBOS[1]),
         check::Case::new(100_003, 1, 7, -1.0, 0.0, 0),
         check::Case::new(100_003, 1, 3, 1.0, 1.0, 0),
@@ -263,9 +265,14 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
         check::Case::new(1, 131, 3001, 1.0, 0.0, 0),
     ];
     // The columns of short rows go where the cases above say.
-    for (m, k, kernel) in
-        [(100_003, 17, "vector_short"), (150_001, 16, "vector_narrow"), (100_003, 8, "vector_narrow")]
-    {
+    let choices = [
+        (100_003, 17, "vector_short"),
+        (150_001, 15, "vector_narrow"),
+        (60_001, 15, "vector_short"),
+        (60_001, 16, "vector_narrow"),
+        (100_003, 8, "vector_narrow"),
+    ];
+    for (m, k, kernel) in choices {
         assert_eq!(gpu.chosen_for(Layout::RowMajor, 1, m, 1, k).spec.name, kernel, "{m}x1x{k}");
     }
     for precision in [Precision::Accurate, Precision::Strict] {

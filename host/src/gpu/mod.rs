@@ -442,8 +442,8 @@ impl Gpu {
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
     ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
     ///   variant on 4 rows a warp, or on a group of lanes a row for rows of at most
-    ///   [`vector::NARROW_ROUND`] (at most [`vector::NARROW_K`] from three of its blocks per
-    ///   SM);
+    ///   [`vector::NARROW_ROUND`] or of 12 or 16 (any of at most [`vector::NARROW_K`] from
+    ///   three of its blocks per SM);
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -482,10 +482,13 @@ impl Gpu {
             Some(Skinny::Vector)
                 if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
-                // Rows of at most 16 on groups of lanes as wide; those loaded in two rounds once
-                // each SM has three of its blocks, which hide the second round's latency.
+                // Rows of at most 16 on groups of lanes as wide. Rows longer than a round of
+                // 4-byte loads are in one round of 16-byte loads when k is a multiple of 4 (and
+                // A aligned: the usual case); otherwise in two rounds, which pay from three
+                // blocks per SM, which hide the second round's latency.
                 let narrow = k <= vector::NARROW_ROUND
-                    || (k <= vector::NARROW_K && m >= rows_for(3, &loaded.vector_narrow));
+                    || (k <= vector::NARROW_K
+                        && (k.is_multiple_of(4) || m >= rows_for(3, &loaded.vector_narrow)));
                 return if narrow { &loaded.vector_narrow } else { &loaded.vector_short };
             }
             Some(Skinny::Vector) => return &loaded.vector,

@@ -25,7 +25,9 @@
 //! - [`NARROW_SPEC`], for a column of many rows of at most 16 elements: 32 rows a warp, 256 a
 //!   block of 8 warps. A row of 8 elements would leave 24 lanes of a row's warp idle; here a row
 //!   is a group of 8 lanes (its length rounded up to a power of two), a load instruction reads
-//!   four whole rows, and each lane's loads of 8 rows are in flight together.
+//!   four whole rows, and each lane's loads of 8 rows are in flight together. Rows a multiple
+//!   of 4 long, aligned, are loaded 16 bytes a lane: a row of 16 is a group of 4 lanes, and the
+//!   warp's 32 rows are one round of 4 loads a lane (8 rows' loads at a time otherwise).
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
