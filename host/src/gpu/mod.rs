@@ -483,9 +483,9 @@ impl Gpu {
                 if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
                 // Rows of at most 16 on groups of lanes as wide. Rows longer than a round of
-                // 4-byte loads are in one round of 16-byte loads when k is a multiple of 4 (and
-                // A aligned: the usual case); otherwise in two rounds, which pay from three
-                // blocks per SM, which hide the second round's latency.
+                // 4-byte loads are one round of 16-byte loads when k is a multiple of 4 (and A
+                // aligned: the usual case), else two rounds, which pay from three blocks per SM
+                // (the others' loads hide the second round's latency).
                 let narrow = k <= vector::NARROW_ROUND
                     || (k <= vector::NARROW_K
                         && (k.is_multiple_of(4) || m >= rows_for(3, &loaded.vector_narrow)));

@@ -114,8 +114,8 @@ pub const SHORT_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// The longest rows the host gives [`NARROW_SPEC`]: its lanes take a row's elements in groups
-/// of 16 or fewer; longer rows leave no lanes of `SHORT_SPEC`'s warps idle.
+/// The longest rows the host gives [`NARROW_SPEC`], whose groups of lanes are at most 16 wide;
+/// longer ones go to [`SHORT_SPEC`].
 pub const NARROW_K: usize = 16;
 
 /// Warps of a block of [`NARROW_SPEC`].
@@ -475,9 +475,9 @@ mod device_code {
     /// loads element `q` (none past `k`) of rows `g, g + 32 / W, ...` (`W` of them, one load
     /// each, [`NARROW_ROUND`] rows' loads in flight together; each load instruction reads
     /// `32 / W` whole rows), multiplies it by `B[q][0]` (one rounding), and the group adds its
-    /// `W` products pairwise (neighbours first), row by row, in registers. Lane `q` of group `g` then writes the `q`-th of its rows, so that each
-    /// lane writes one and the warp's 32 rows are written together. Rows past `m` are not loaded
-    /// nor written.
+    /// `W` products pairwise (neighbours first), row by row, in registers. Lane `q` of group `g`
+    /// then writes the `q`-th of its rows, so that each lane writes one and the warp's 32 rows
+    /// are written together. Rows past `m` are not loaded nor written.
     ///
     /// # Safety
     /// The contract of the entry, with `k <= W`.
