@@ -441,9 +441,8 @@ impl Gpu {
     ///   `n / 32` blocks, so a row of moderate depth goes to `few_rows`, whose shallower slices
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
     ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
-    ///   variant on 4 rows a warp, or on a group of lanes a row for rows of at most
-    ///   [`vector::NARROW_ROUND`] or of 12 or 16 (any of at most [`vector::NARROW_K`] from
-    ///   three of its blocks per SM);
+    ///   variant on 4 rows a warp, or on a group of lanes a row for rows its lanes load in one
+    ///   round ([`vector::narrow_rounds`]), or in two from three of its blocks per SM;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -482,13 +481,14 @@ impl Gpu {
             Some(Skinny::Vector)
                 if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
-                // Rows of at most 16 on groups of lanes as wide. Rows longer than a round of
-                // 4-byte loads are one round of 16-byte loads when k is a multiple of 4 (and A
-                // aligned: the usual case), else two rounds, which pay from three blocks per SM
-                // (the others' loads hide the second round's latency).
-                let narrow = k <= vector::NARROW_ROUND
-                    || (k <= vector::NARROW_K
-                        && (k.is_multiple_of(4) || m >= rows_for(3, &loaded.vector_narrow)));
+                // Rows of at most 32 on groups of lanes as wide, where a lane's loads take one
+                // round (rows of at most 8, or 16 with k a multiple of 4, whose 16-byte entry
+                // runs where A is aligned: the usual case) or two (rows of at most 16, or 32
+                // with k a multiple of 4) from three blocks per SM, whose other warps hide the
+                // second round's latency; four rounds lose to `vector_short`.
+                let rounds = vector::narrow_rounds(k);
+                let narrow = k <= vector::NARROW_K
+                    && (rounds == 1 || (rounds == 2 && m >= rows_for(3, &loaded.vector_narrow)));
                 return if narrow { &loaded.vector_narrow } else { &loaded.vector_short };
             }
             Some(Skinny::Vector) => return &loaded.vector,

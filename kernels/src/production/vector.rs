@@ -22,12 +22,12 @@
 //!   row, a row of 64 elements is two loads a lane, too few in flight to cover the latency of
 //!   memory; four rows a warp make them eight, and each element of the vector a lane loads
 //!   serves the four rows;
-//! - [`NARROW_SPEC`], for a column of many rows of at most 16 elements: 32 rows a warp, 256 a
+//! - [`NARROW_SPEC`], for a column of many rows of at most 32 elements: 32 rows a warp, 256 a
 //!   block of 8 warps. A row of 8 elements would leave 24 lanes of a row's warp idle; here a row
 //!   is a group of 8 lanes (its length rounded up to a power of two), a load instruction reads
 //!   four whole rows, and each lane's loads of 8 rows are in flight together. Rows a multiple
 //!   of 4 long, aligned, are loaded 16 bytes a lane: a row of 16 is a group of 4 lanes, and the
-//!   warp's 32 rows are one round of 4 loads a lane (8 rows' loads at a time otherwise).
+//!   warp's 32 rows are one round of 4 loads a lane (rows of up to 32: two rounds).
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
@@ -114,16 +114,31 @@ pub const SHORT_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// The longest rows the host gives [`NARROW_SPEC`], whose groups of lanes are at most 16 wide;
-/// longer ones go to [`SHORT_SPEC`].
-pub const NARROW_K: usize = 16;
+/// The longest rows [`NARROW_SPEC`] takes: a row is a group of at most 32 lanes, one element a
+/// lane (at most 8 with 16-byte loads). The host gives it the lengths [`narrow_rounds`] loads in
+/// one or two rounds; longer rows go to [`SHORT_SPEC`].
+pub const NARROW_K: usize = 32;
 
 /// Warps of a block of [`NARROW_SPEC`].
 const NARROW_WARPS: u32 = 8;
 
-/// Rows a lane of [`NARROW_SPEC`] loads at a time: rows longer than this are loaded in two
-/// rounds (sixteen loads in flight measured slower, `docs/performance-notes.md`).
+/// Rows a lane of [`NARROW_SPEC`] loads at a time, 4 bytes each: rows longer than this are
+/// loaded in two or four rounds (sixteen loads in flight measured slower,
+/// `docs/performance-notes.md`).
 pub const NARROW_ROUND: usize = 8;
+
+/// Rows a lane of [`NARROW_SPEC`] loads at a time, 16 bytes each (16 registers).
+const WIDE_ROUND: usize = 4;
+
+/// The rounds of loads a lane of [`NARROW_SPEC`] issues for rows of `k <= NARROW_K`, where `k`
+/// a multiple of 4 takes the 16-byte entry (`A` aligned: the usual case).
+pub const fn narrow_rounds(k: usize) -> usize {
+    if k % 4 == 0 {
+        (k / 4).next_power_of_two().div_ceil(WIDE_ROUND)
+    } else {
+        k.next_power_of_two().div_ceil(NARROW_ROUND)
+    }
+}
 
 /// Launch configuration of [`sgemm_vector_narrow`](self): a column (`n == 1` only) of many rows
 /// of at most [`NARROW_K`] elements, 32 rows a warp: a row per group of lanes, as many lanes as
@@ -147,7 +162,7 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC};
+    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC, WIDE_ROUND};
     use crate::infra::ptx::{ld_global_cs_f32, ld_global_cs_v4_f32, opaque_zero, shfl_bfly_f32};
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
@@ -455,9 +470,11 @@ mod device_code {
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
     /// `1 <= k <= NARROW_K`, launched with [`NARROW_SPEC`](super::NARROW_SPEC): [`narrow_rows`]
-    /// with groups of `k` lanes rounded up to a power of two.
+    /// with groups of `k` lanes rounded up to a power of two. (The host gives it rows of 17 to
+    /// 32 only when their length is a multiple of 4, for the 16-byte entry; here they are the
+    /// rows of such a length whose `A` is not aligned.)
     unsafe fn narrow(args: GemmArgs) {
-        const { assert!(NARROW_K == 16, "the widest group below is 16 lanes") };
+        const { assert!(NARROW_K == 32, "the widest group below is 32 lanes") };
         // SAFETY: the contract of the entry, with k <= NARROW_K (the host's).
         unsafe {
             match args.k {
@@ -465,7 +482,8 @@ mod device_code {
                 2 => narrow_rows::<2>(args),
                 3..=4 => narrow_rows::<4>(args),
                 5..=8 => narrow_rows::<8>(args),
-                _ => narrow_rows::<16>(args),
+                9..=16 => narrow_rows::<16>(args),
+                _ => narrow_rows::<32>(args),
             }
         }
     }
@@ -516,31 +534,34 @@ mod device_code {
         }
     }
 
-    /// The GEMM contract for `n == 1` and `k` one of 4, 8, 12, 16, with `A` 16-byte aligned
-    /// and `lda` a multiple of 4, launched with [`NARROW_SPEC`](super::NARROW_SPEC):
-    /// [`narrow_rows_wide`] with groups of `k / 4` lanes rounded up to a power of two.
+    /// The GEMM contract for `n == 1` and `k <= NARROW_K` a multiple of 4, with `A` 16-byte
+    /// aligned and `lda` a multiple of 4, launched with [`NARROW_SPEC`](super::NARROW_SPEC):
+    /// [`narrow_rows_wide`] with groups of `k / 4` lanes rounded up to a power of two, at most
+    /// [`WIDE_ROUND`](super::WIDE_ROUND) rows' loads at a time.
     unsafe fn narrow_wide(args: GemmArgs) {
         // SAFETY: the contract of the entry, with k <= 16 a multiple of 4 (the host's).
         unsafe {
             match args.k {
-                4 => narrow_rows_wide::<1>(args),
-                8 => narrow_rows_wide::<2>(args),
-                _ => narrow_rows_wide::<4>(args),
+                4 => narrow_rows_wide::<1, 1>(args),
+                8 => narrow_rows_wide::<2, 2>(args),
+                12 | 16 => narrow_rows_wide::<4, WIDE_ROUND>(args),
+                _ => narrow_rows_wide::<8, WIDE_ROUND>(args),
             }
         }
     }
 
     /// [`narrow_rows`] with 16-byte loads of `A`: a row is a group of `G` lanes, lane `q`
     /// loading elements `4q .. 4q + 4` (none past `k`, a multiple of 4) of `G` rows, one load
-    /// each, all in flight together (each load instruction reads `32 / G` whole rows). A lane
-    /// adds its four products pairwise and the group its lanes' sums pairwise, which is the order
-    /// of [`narrow_rows`] with `W = 4 G`: the two entries give the same bits.
+    /// each, `R` rows' loads in flight together (`R` divides `G`; each load instruction reads
+    /// `32 / G` whole rows). A lane adds its four products pairwise and the group its lanes'
+    /// sums pairwise, which is the order of [`narrow_rows`] with `W = 4 G`: the two entries give
+    /// the same bits.
     ///
     /// # Safety
     /// The contract of the entry, with `k <= 4 G` a multiple of 4, `A` 16-byte aligned and
     /// `lda` a multiple of 4.
     #[inline(always)]
-    unsafe fn narrow_rows_wide<const G: usize>(
+    unsafe fn narrow_rows_wide<const G: usize, const R: usize>(
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
         let (tx, ty) = (thread_x(), thread_y());
@@ -560,16 +581,18 @@ mod device_code {
                 core::array::from_fn(
                     |i| if present { *b.add(offset(4 * q + i as u32, 0, ldb)) } else { 0.0 },
                 );
-            let ys: [[f32; 4]; G] = core::array::from_fn(|j| {
-                let row = row(j as u32);
-                ld_global_cs_v4_f32(a.add(offset(row, 4 * q, lda)), present && row < m).0
-            });
             // Sum q of the group's, kept by selects (indexing by a lane would use local memory).
             let mut mine = 0.0f32;
-            for (j, y) in ys.iter().enumerate() {
-                let lane = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
-                let sum = group_pairwise_sum::<G>(lane);
-                mine = if q == j as u32 { sum } else { mine };
+            for first_row in (0..G).step_by(R) {
+                let ys: [[f32; 4]; R] = core::array::from_fn(|i| {
+                    let row = row((first_row + i) as u32);
+                    ld_global_cs_v4_f32(a.add(offset(row, 4 * q, lda)), present && row < m).0
+                });
+                for (i, y) in ys.iter().enumerate() {
+                    let lane = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
+                    let sum = group_pairwise_sum::<G>(lane);
+                    mine = if q == (first_row + i) as u32 { sum } else { mine };
+                }
             }
             if row(q) < m {
                 update_c(c.add(offset(row(q), 0, ldc)), alpha, mine, beta);
