@@ -186,6 +186,46 @@ fn gpu_batches_past_the_grid_limit() {
 }
 
 #[test]
+fn gpu_batches_of_columns_give_what_their_members_give_alone() {
+    let Some(gpu) = gpu_or_skip("gpu_batches_of_columns_give_what_their_members_give_alone") else { return };
+    // Columns of many short rows (the matrix-vector kernels for them take the batch on the
+    // grid): members of A a multiple of 4 floats apart (16-byte loads where k allows) and an
+    // odd distance apart (4-byte loads), one vector for all of them (stride 0). Each member
+    // must give the bits of the same product alone.
+    let (batch, m) = (3, 40_001);
+    for (k, pad) in [(8, 4), (12, 0), (12, 1), (7, 3), (24, 0)] {
+        let stride = m * k + pad;
+        let value = |i: usize| ((i * 7919) % 1999) as f32 / 977.0 - 1.0;
+        let a: Vec<f32> = (0..batch * stride).map(value).collect();
+        let x: Vec<f32> = (0..k).map(|i| value(i + 5)).collect();
+        let mut c = vec![f32::NAN; batch * m];
+        gpu.gemm_strided(
+            batch,
+            1.0,
+            &Strided::new(MatRef::contiguous(&a, m, k), stride),
+            &Strided::new(MatRef::contiguous(&x, k, 1), 0),
+            0.0,
+            &mut Strided::new(MatMut::contiguous(&mut c, m, 1), m),
+        )
+        .unwrap();
+        for z in 0..batch {
+            let mut alone = vec![f32::NAN; m];
+            gpu.gemm(
+                1.0,
+                &MatRef::contiguous(&a[z * stride..], m, k),
+                &MatRef::contiguous(&x, k, 1),
+                0.0,
+                &mut MatMut::contiguous(&mut alone, m, 1),
+            )
+            .unwrap();
+            for (i, want) in alone.iter().enumerate() {
+                assert_eq!(c[z * m + i].to_bits(), want.to_bits(), "k = {k}, member {z}, row {i}");
+            }
+        }
+    }
+}
+
+#[test]
 fn batches_are_checked_before_anything_runs() {
     let engine = Engine::new(Backend::Cpu).unwrap();
     let (a, b) = (vec![1.0f32; 2 * 3 * 4], vec![1.0f32; 2 * 4 * 5]);
