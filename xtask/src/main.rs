@@ -189,6 +189,7 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
         &vector::COLUMN_SPEC,
         &vector::SHORT_SPEC,
         &vector::NARROW_SPEC,
+        &vector::STAGED_SPEC,
         &few_rows::SPEC,
         &few_rows::TALL_SPEC,
         &scale::SPEC,

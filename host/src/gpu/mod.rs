@@ -175,6 +175,7 @@ struct Loaded {
     vector_column: GpuKernel,
     vector_short: GpuKernel,
     vector_narrow: GpuKernel,
+    vector_staged: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
@@ -292,6 +293,7 @@ impl Gpu {
         let vector_column = load(vector::COLUMN_SPEC)?;
         let vector_short = load(vector::SHORT_SPEC)?;
         let vector_narrow = load(vector::NARROW_SPEC)?;
+        let vector_staged = load(vector::STAGED_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
@@ -332,6 +334,7 @@ impl Gpu {
             vector_column,
             vector_short,
             vector_narrow,
+            vector_staged,
             few_rows,
             few_rows_tall,
             scale_c,
@@ -442,7 +445,8 @@ impl Gpu {
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
     ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
     ///   variant on 4 rows a warp, or on a group of lanes a row for rows its lanes load in one
-    ///   round ([`vector::narrow_rounds`]), or in two from three of its blocks per SM;
+    ///   round ([`vector::narrow_in_one_round`]), or for other rows of at most
+    ///   [`vector::STAGED_K`] its variant that copies them into shared memory;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -466,11 +470,9 @@ impl Gpu {
             return self.get(chosen);
         }
         let loaded = &self.loaded;
-        // The rows of C that give each SM `blocks` of `kernel`'s blocks.
-        let rows_for = |blocks: usize, kernel: &GpuKernel| {
-            blocks * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize
-        };
-        let two_blocks_per_sm = |kernel: &GpuKernel| rows_for(2, kernel);
+        // The rows of C that give each SM two of `kernel`'s blocks.
+        let two_blocks_per_sm =
+            |kernel: &GpuKernel| 2 * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize;
         match skinny_kernel(batch, m, n, k) {
             // A column too short for two of `vector`'s blocks per SM, on 8 rows a block.
             Some(Skinny::Vector) if n == 1 && m < two_blocks_per_sm(&loaded.vector) => {
@@ -481,15 +483,15 @@ impl Gpu {
             Some(Skinny::Vector)
                 if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
             {
-                // Rows of at most 32 on groups of lanes as wide, where a lane's loads take one
-                // round (rows of at most 8, or 16 with k a multiple of 4, whose 16-byte entry
-                // runs where A is aligned: the usual case) or two (rows of at most 16, or 32
-                // with k a multiple of 4) from three blocks per SM, whose other warps hide the
-                // second round's latency; four rounds lose to `vector_short`.
-                let rounds = vector::narrow_rounds(k);
-                let narrow = k <= vector::NARROW_K
-                    && (rounds == 1 || (rounds == 2 && m >= rows_for(3, &loaded.vector_narrow)));
-                return if narrow { &loaded.vector_narrow } else { &loaded.vector_short };
+                // Rows a group of lanes loads in one round; other rows of at most 32 through
+                // shared memory; longer ones on 4 rows a warp.
+                return if vector::narrow_in_one_round(k) {
+                    &loaded.vector_narrow
+                } else if k <= vector::STAGED_K {
+                    &loaded.vector_staged
+                } else {
+                    &loaded.vector_short
+                };
             }
             Some(Skinny::Vector) => return &loaded.vector,
             Some(Skinny::FewRows) => return &loaded.few_rows,
@@ -1392,6 +1394,7 @@ mod tests {
             &vector::COLUMN_SPEC,
             &vector::SHORT_SPEC,
             &vector::NARROW_SPEC,
+            &vector::STAGED_SPEC,
             &few_rows::SPEC,
             &few_rows::TALL_SPEC,
         ]))

@@ -5,7 +5,7 @@
 //! reads, which is what bounds a matrix-vector product (each element of the matrix is used
 //! once).
 //!
-//! Four geometries, each a block of 32 x 32 threads but the last:
+//! Five geometries, each a block of 32 x 32 threads but the last two (8 warps):
 //! - [`SPEC`], 32 outputs a block:
 //!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
 //!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
@@ -22,12 +22,15 @@
 //!   row, a row of 64 elements is two loads a lane, too few in flight to cover the latency of
 //!   memory; four rows a warp make them eight, and each element of the vector a lane loads
 //!   serves the four rows;
-//! - [`NARROW_SPEC`], for a column of many rows of at most 32 elements: 32 rows a warp, 256 a
+//! - [`NARROW_SPEC`], for a column of many rows of at most 16 elements: 32 rows a warp, 256 a
 //!   block of 8 warps. A row of 8 elements would leave 24 lanes of a row's warp idle; here a row
 //!   is a group of 8 lanes (its length rounded up to a power of two), a load instruction reads
 //!   four whole rows, and each lane's loads of 8 rows are in flight together. Rows a multiple
 //!   of 4 long, aligned, are loaded 16 bytes a lane: a row of 16 is a group of 4 lanes, and the
-//!   warp's 32 rows are one round of 4 loads a lane (rows of up to 32: two rounds).
+//!   warp's 32 rows are one round of 4 loads a lane (8 rows' loads at a time otherwise);
+//! - [`STAGED_SPEC`], for a column of many rows of at most 32 elements that `NARROW_SPEC` would
+//!   load in more than one round: 32 rows a warp, copied into shared memory with `cp.async`
+//!   (every element's copy in flight at once, no register held for it), then a row a lane.
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
@@ -114,30 +117,22 @@ pub const SHORT_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// The longest rows [`NARROW_SPEC`] takes: a row is a group of at most 32 lanes, one element a
-/// lane (at most 8 with 16-byte loads). The host gives it the lengths [`narrow_rounds`] loads in
-/// one or two rounds; longer rows go to [`SHORT_SPEC`].
-pub const NARROW_K: usize = 32;
+/// The longest rows [`NARROW_SPEC`] takes: a group of lanes is at most 16 wide.
+pub const NARROW_K: usize = 16;
 
 /// Warps of a block of [`NARROW_SPEC`].
 const NARROW_WARPS: u32 = 8;
 
-/// Rows a lane of [`NARROW_SPEC`] loads at a time, 4 bytes each: rows longer than this are
-/// loaded in two or four rounds (sixteen loads in flight measured slower,
-/// `docs/performance-notes.md`).
+/// Rows a lane of [`NARROW_SPEC`] loads at a time: rows longer than this are loaded in two
+/// rounds (sixteen loads in flight measured slower, `docs/performance-notes.md`).
 pub const NARROW_ROUND: usize = 8;
 
-/// Rows a lane of [`NARROW_SPEC`] loads at a time, 16 bytes each (16 registers).
-const WIDE_ROUND: usize = 4;
-
-/// The rounds of loads a lane of [`NARROW_SPEC`] issues for rows of `k <= NARROW_K`, where `k`
-/// a multiple of 4 takes the 16-byte entry (`A` aligned: the usual case).
-pub const fn narrow_rounds(k: usize) -> usize {
-    if k % 4 == 0 {
-        (k / 4).next_power_of_two().div_ceil(WIDE_ROUND)
-    } else {
-        k.next_power_of_two().div_ceil(NARROW_ROUND)
-    }
+/// Whether [`NARROW_SPEC`] loads a warp's rows of `k` elements in one round: rows of at most
+/// [`NARROW_ROUND`], or of 12 or 16, which its 16-byte entry takes where `A` is aligned (the
+/// usual case; the host chooses by shape). The host gives it those; other rows of at most
+/// [`STAGED_K`] go to [`STAGED_SPEC`], whose copies need no rounds.
+pub const fn narrow_in_one_round(k: usize) -> bool {
+    k <= NARROW_ROUND || (k <= NARROW_K && k.is_multiple_of(4))
 }
 
 /// Launch configuration of [`sgemm_vector_narrow`](self): a column (`n == 1` only) of many rows
@@ -160,10 +155,38 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
+/// The longest rows [`STAGED_SPEC`] takes.
+pub const STAGED_K: usize = 32;
+
+/// Floats of shared memory a warp of [`STAGED_SPEC`] uses: its 32 rows at a distance of
+/// `STAGED_K + 1`, then the vector.
+const STAGED_WARP_FLOATS: u32 = LANES * (STAGED_K as u32 + 1) + STAGED_K as u32;
+
+/// Launch configuration of [`sgemm_vector_staged`](self): a column (`n == 1` only) of many rows
+/// of at most [`STAGED_K`] elements, 32 rows a warp, copied into shared memory before a lane
+/// sums a row.
+pub const STAGED_SPEC: KernelSpec = KernelSpec {
+    name: "vector_staged",
+    entry: "sgemm_vector_staged",
+    vec4_entry: None,
+    summary: "a column (n = 1) of many rows of at most 32, copied into shared memory, a row a lane",
+    block: (LANES, NARROW_WARPS),
+    tile: (LANES * NARROW_WARPS, 1),
+    smem_bytes: NARROW_WARPS * STAGED_WARP_FLOATS * 4,
+    // Four blocks an SM fit the shared memory of every supported GPU (the A100's too).
+    min_blocks_per_sm: 4,
+    // Rows of `C` fill the GPU: never split.
+    k_slices: None,
+    ..SPEC
+};
+
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC, WIDE_ROUND};
-    use crate::infra::ptx::{ld_global_cs_f32, ld_global_cs_v4_f32, opaque_zero, shfl_bfly_f32};
+    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC, STAGED_K, STAGED_WARP_FLOATS};
+    use crate::infra::ptx::{
+        SharedAddr, cp_async_ca_4, cp_async_commit_group, cp_async_wait_group, ld_global_cs_f32,
+        ld_global_cs_v4_f32, opaque_zero, shfl_bfly_f32, sync_warp,
+    };
     /// Threads per row of [`COLUMN_SPEC`](super::COLUMN_SPEC), and their warps.
     const ROW_THREADS: u32 = LANES * LANES / COLUMN_ROWS;
     const WARPS_PER_ROW: u32 = ROW_THREADS / LANES;
@@ -470,11 +493,9 @@ mod device_code {
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
     /// `1 <= k <= NARROW_K`, launched with [`NARROW_SPEC`](super::NARROW_SPEC): [`narrow_rows`]
-    /// with groups of `k` lanes rounded up to a power of two. (The host gives it rows of 17 to
-    /// 32 only when their length is a multiple of 4, for the 16-byte entry; here they are the
-    /// rows of such a length whose `A` is not aligned.)
+    /// with groups of `k` lanes rounded up to a power of two.
     unsafe fn narrow(args: GemmArgs) {
-        const { assert!(NARROW_K == 32, "the widest group below is 32 lanes") };
+        const { assert!(NARROW_K == 16, "the widest group below is 16 lanes") };
         // SAFETY: the contract of the entry, with k <= NARROW_K (the host's).
         unsafe {
             match args.k {
@@ -482,8 +503,7 @@ mod device_code {
                 2 => narrow_rows::<2>(args),
                 3..=4 => narrow_rows::<4>(args),
                 5..=8 => narrow_rows::<8>(args),
-                9..=16 => narrow_rows::<16>(args),
-                _ => narrow_rows::<32>(args),
+                _ => narrow_rows::<16>(args),
             }
         }
     }
@@ -534,34 +554,31 @@ mod device_code {
         }
     }
 
-    /// The GEMM contract for `n == 1` and `k <= NARROW_K` a multiple of 4, with `A` 16-byte
-    /// aligned and `lda` a multiple of 4, launched with [`NARROW_SPEC`](super::NARROW_SPEC):
-    /// [`narrow_rows_wide`] with groups of `k / 4` lanes rounded up to a power of two, at most
-    /// [`WIDE_ROUND`](super::WIDE_ROUND) rows' loads at a time.
+    /// The GEMM contract for `n == 1` and `k` one of 4, 8, 12, 16, with `A` 16-byte aligned
+    /// and `lda` a multiple of 4, launched with [`NARROW_SPEC`](super::NARROW_SPEC):
+    /// [`narrow_rows_wide`] with groups of `k / 4` lanes rounded up to a power of two.
     unsafe fn narrow_wide(args: GemmArgs) {
         // SAFETY: the contract of the entry, with k <= 16 a multiple of 4 (the host's).
         unsafe {
             match args.k {
-                4 => narrow_rows_wide::<1, 1>(args),
-                8 => narrow_rows_wide::<2, 2>(args),
-                12 | 16 => narrow_rows_wide::<4, WIDE_ROUND>(args),
-                _ => narrow_rows_wide::<8, WIDE_ROUND>(args),
+                4 => narrow_rows_wide::<1>(args),
+                8 => narrow_rows_wide::<2>(args),
+                _ => narrow_rows_wide::<4>(args),
             }
         }
     }
 
     /// [`narrow_rows`] with 16-byte loads of `A`: a row is a group of `G` lanes, lane `q`
     /// loading elements `4q .. 4q + 4` (none past `k`, a multiple of 4) of `G` rows, one load
-    /// each, `R` rows' loads in flight together (`R` divides `G`; each load instruction reads
-    /// `32 / G` whole rows). A lane adds its four products pairwise and the group its lanes'
-    /// sums pairwise, which is the order of [`narrow_rows`] with `W = 4 G`: the two entries give
-    /// the same bits.
+    /// each, all in flight together (each load instruction reads `32 / G` whole rows). A lane
+    /// adds its four products pairwise and the group its lanes' sums pairwise, which is the order
+    /// of [`narrow_rows`] with `W = 4 G`: the two entries give the same bits.
     ///
     /// # Safety
     /// The contract of the entry, with `k <= 4 G` a multiple of 4, `A` 16-byte aligned and
     /// `lda` a multiple of 4.
     #[inline(always)]
-    unsafe fn narrow_rows_wide<const G: usize, const R: usize>(
+    unsafe fn narrow_rows_wide<const G: usize>(
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
         let (tx, ty) = (thread_x(), thread_y());
@@ -581,18 +598,16 @@ mod device_code {
                 core::array::from_fn(
                     |i| if present { *b.add(offset(4 * q + i as u32, 0, ldb)) } else { 0.0 },
                 );
+            let ys: [[f32; 4]; G] = core::array::from_fn(|j| {
+                let row = row(j as u32);
+                ld_global_cs_v4_f32(a.add(offset(row, 4 * q, lda)), present && row < m).0
+            });
             // Sum q of the group's, kept by selects (indexing by a lane would use local memory).
             let mut mine = 0.0f32;
-            for first_row in (0..G).step_by(R) {
-                let ys: [[f32; 4]; R] = core::array::from_fn(|i| {
-                    let row = row((first_row + i) as u32);
-                    ld_global_cs_v4_f32(a.add(offset(row, 4 * q, lda)), present && row < m).0
-                });
-                for (i, y) in ys.iter().enumerate() {
-                    let lane = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
-                    let sum = group_pairwise_sum::<G>(lane);
-                    mine = if q == (first_row + i) as u32 { sum } else { mine };
-                }
+            for (j, y) in ys.iter().enumerate() {
+                let lane = (x[0] * y[0] + x[1] * y[1]) + (x[2] * y[2] + x[3] * y[3]);
+                let sum = group_pairwise_sum::<G>(lane);
+                mine = if q == j as u32 { sum } else { mine };
             }
             if row(q) < m {
                 update_c(c.add(offset(row(q), 0, ldc)), alpha, mine, beta);
@@ -612,6 +627,64 @@ mod device_code {
         let step =
             |x: f32, mask: u32| if (mask as usize) < W { x + unsafe { shfl_bfly_f32(x, mask) } } else { x };
         step(step(step(step(step(x, 1), 2), 4), 8), 16)
+    }
+
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
+    /// `1 <= k <= STAGED_K`, launched with [`STAGED_SPEC`](super::STAGED_SPEC): warp `w` of the
+    /// grid computes the 32 rows from `32 w` on. Its lanes copy the rows into the warp's part of
+    /// shared memory with `cp.async`, element `f = lane + 32 i` of the rows' `32 k` (row
+    /// `f / k`, column `f % k`: consecutive lanes read consecutive elements), all `k` copies of
+    /// a lane in flight at once and no register held for them; lanes below `k` copy the vector
+    /// beside them. Then lane `r` sums row `r` (one FMA a product, in order) and writes it. The
+    /// rows lie `k` rounded up to odd apart, so the 32 lanes' reads of a column fall in 32
+    /// different banks. Rows past `m` are not read (their copies zero-fill) nor written.
+    unsafe fn staged(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
+        let (tx, ty) = (thread_x(), thread_y());
+        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
+        if first >= m {
+            return;
+        }
+        let ld = k | 1;
+        // SAFETY: the warp's part of the block's dynamic shared memory (the spec sizes it for
+        // its 8 warps); every copy's source is an element of A's m x k or B's column (or, with
+        // its guard false, not read: the base address then stands in); the wait and the warp
+        // barrier publish the copies before any lane reads them; the early return is the
+        // warp's; the row written is below m.
+        unsafe {
+            let rows = dynamic_shared_f32().add((ty * STAGED_WARP_FLOATS) as usize);
+            let vector = rows.add((LANES * (STAGED_K as u32 + 1)) as usize);
+            let (rows_at, vector_at) = (SharedAddr::of(rows), SharedAddr::of(vector));
+            let x = if tx < k { b.add(offset(tx, 0, ldb)) } else { b };
+            cp_async_ca_4(vector_at.offset_bytes(4 * tx), x, tx < k);
+            let (step_r, step_p) = (LANES / k, LANES % k);
+            let (mut r, mut p) = (tx / k, tx % k);
+            for _ in 0..k {
+                let present = first + r < m;
+                let y = if present { a.add(offset(first + r, p, lda)) } else { a };
+                cp_async_ca_4(rows_at.offset_bytes(4 * (r * ld + p)), y, present);
+                (r, p) = (r + step_r, p + step_p);
+                if p >= k {
+                    (r, p) = (r + 1, p - k);
+                }
+            }
+            cp_async_commit_group();
+            cp_async_wait_group::<0>();
+            sync_warp();
+            let row = first + tx;
+            if row < m {
+                let mine = rows.add((tx * ld) as usize);
+                let mut sum = 0.0f32;
+                for q in 0..k as usize {
+                    sum = fma(*mine.add(q), *vector.add(q), sum);
+                }
+                update_c(c.add(offset(row, 0, ldc)), alpha, sum, beta);
+            }
+        }
+    }
+
+    gemm_entry! { production:
+        /// A column of many rows of at most `STAGED_K` elements: [`staged`]'s entry point.
+        sgemm_vector_staged => staged
     }
 
     gemm_entry! { production:
