@@ -523,11 +523,8 @@ mod device_code {
     unsafe fn narrow_rows<const W: usize>(
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
-        let (tx, ty) = (thread_x(), thread_y());
-        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
-        if first >= m {
-            return;
-        }
+        let tx = thread_x();
+        let Some(first) = warp_rows(m) else { return };
         let width = W as u32;
         let (g, q) = (tx / width, tx % width);
         let row = |j: u32| first + j * (LANES / width) + g;
@@ -581,11 +578,8 @@ mod device_code {
     unsafe fn narrow_rows_wide<const G: usize>(
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
-        let (tx, ty) = (thread_x(), thread_y());
-        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
-        if first >= m {
-            return;
-        }
+        let tx = thread_x();
+        let Some(first) = warp_rows(m) else { return };
         let width = G as u32;
         let (g, q) = (tx / width, tx % width);
         let row = |j: u32| first + j * (LANES / width) + g;
@@ -615,6 +609,15 @@ mod device_code {
         }
     }
 
+    /// The first of the 32 rows of `C` this warp computes in the geometries of 8 warps a block
+    /// ([`NARROW_SPEC`](super::NARROW_SPEC), [`STAGED_SPEC`](super::STAGED_SPEC)), `None` for
+    /// a warp past the `m` rows: the same for all its lanes.
+    #[inline(always)]
+    fn warp_rows(m: u32) -> Option<u32> {
+        let first = (block_y() * super::NARROW_WARPS + thread_y()) * LANES;
+        (first < m).then_some(first)
+    }
+
     /// The values of each group of `W` neighbouring lanes (a power of two) summed pairwise, as
     /// [`warp_pairwise_sum`] sums a warp's: every lane of a group ends with its group's sum.
     ///
@@ -639,11 +642,8 @@ mod device_code {
     /// rows lie `k` rounded up to odd apart, so the 32 lanes' reads of a column fall in 32
     /// different banks. Rows past `m` are not read (their copies zero-fill) nor written.
     unsafe fn staged(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
-        let (tx, ty) = (thread_x(), thread_y());
-        let first = (block_y() * super::NARROW_WARPS + ty) * LANES;
-        if first >= m {
-            return;
-        }
+        let tx = thread_x();
+        let Some(first) = warp_rows(m) else { return };
         let ld = k | 1;
         // SAFETY: the warp's part of the block's dynamic shared memory (the spec sizes it for
         // its 8 warps); every copy's source is an element of A's m x k or B's column (or, with
@@ -651,7 +651,7 @@ mod device_code {
         // barrier publish the copies before any lane reads them; the early return is the
         // warp's; the row written is below m.
         unsafe {
-            let rows = dynamic_shared_f32().add((ty * STAGED_WARP_FLOATS) as usize);
+            let rows = dynamic_shared_f32().add((thread_y() * STAGED_WARP_FLOATS) as usize);
             let vector = rows.add((LANES * (STAGED_K as u32 + 1)) as usize);
             let (rows_at, vector_at) = (SharedAddr::of(rows), SharedAddr::of(vector));
             let x = if tx < k { b.add(offset(tx, 0, ldb)) } else { b };
