@@ -158,8 +158,8 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
 /// The longest rows [`STAGED_SPEC`] takes.
 pub const STAGED_K: usize = 32;
 
-/// Floats of shared memory a warp of [`STAGED_SPEC`] uses: its 32 rows at a distance of
-/// `STAGED_K + 1`, then the vector.
+/// Floats of shared memory a warp of [`STAGED_SPEC`] owns: room for its 32 rows at a distance
+/// of `k` rounded up to odd (at most `STAGED_K + 1`), then the vector.
 const STAGED_WARP_FLOATS: u32 = LANES * (STAGED_K as u32 + 1) + STAGED_K as u32;
 
 /// Launch configuration of [`sgemm_vector_staged`](self): a column (`n == 1` only) of many rows
