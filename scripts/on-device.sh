@@ -84,8 +84,8 @@ for kernel in split_k small_tile tensor_core warpgroup; do
   done
 done
 # The kernels the automatic choice gives to narrow shapes (not selectable by name): vector
-# rows (a deep one split), columns (few rows; many short rows: 4 a warp, a group of lanes a
-# row, staged), few_rows (scalar and 16-byte entries, K split), its tall variant.
+# rows (a deep one split), columns (few rows; many short rows: a group of lanes a row, or
+# staged), few_rows (scalar and 16-byte entries, K split), its tall variant.
 for shape in "1 131 3001" "1 64 65536" "1 3 100001" "129 1 3001" "5000 1 777" "13 1 100000" "100003 1 63" "150001 1 16" "150001 1 24" "100003 1 17" "34001 1 31" "100003 1 3" "7 131 3001" "7 132 3000" "13 132 3000"; do
   set -- $shape
   for tool in memcheck racecheck initcheck; do

@@ -39,7 +39,7 @@ fn every_kernel_is_resident_as_its_launch_bounds_promise() {
         assert_eq!(kernel.spec.name, name);
         kernels.push(kernel);
     }
-    for (k, name) in [(8, "vector_narrow"), (17, "vector_staged"), (40, "vector_short")] {
+    for (k, name) in [(8, "vector_narrow"), (17, "vector_staged"), (40, "vector_staged")] {
         let kernel = gpu.chosen_for(Layout::RowMajor, 1, 100_003, 1, k);
         assert_eq!(kernel.spec.name, name);
         kernels.push(kernel);
@@ -242,9 +242,9 @@ fn shapes_past_one_grid_run_as_several_launches() {
 fn narrow_shapes_pass_on_the_kernels_made_for_them() {
     let Some(gpu) = gpu_or_skip("narrow_shapes_pass_on_the_kernels_made_for_them") else { return };
     // Shapes the automatic choice gives to the matrix-vector and few-row kernels, each large
-    // enough for its own geometry on a GPU of up to 192 SMs: a column of many short rows (4
-    // rows a warp; a group of lanes a row: every group width, 4- and 16-byte loads; or copied
-    // into shared memory: rows of 15, 17 to 32), rows deep enough to split K many ways (narrower than 32 columns: groups
+    // enough for its own geometry on a GPU of up to 192 SMs: a column of many short rows (a
+    // group of lanes a row: every group width, 4- and 16-byte loads; or copied into shared
+    // memory: rows of 15, 17 to 64), rows deep enough to split K many ways (narrower than 32 columns: groups
     // of lanes), few outputs with K split, a row split finely on few_rows; odd lengths, padded
     // leading dimensions, a transposed A, a column-major C (the row-major C^T: a row, or for
     // 1 x n a column) and beta = 0 over NaN.
@@ -275,7 +275,9 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
     ];
     // The columns of short rows go where the cases above say.
     let choices = [
-        (100_003, 33, "vector_short"),
+        (100_003, 65, "vector"),
+        (100_003, 64, "vector_staged"),
+        (100_003, 33, "vector_staged"),
         (100_003, 32, "vector_staged"),
         (100_003, 17, "vector_staged"),
         (100_003, 15, "vector_staged"),

@@ -187,7 +187,6 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,
         &vector::COLUMN_SPEC,
-        &vector::SHORT_SPEC,
         &vector::NARROW_SPEC,
         &vector::STAGED_SPEC,
         &few_rows::SPEC,

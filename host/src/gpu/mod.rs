@@ -170,10 +170,9 @@ struct Loaded {
     small_tile: usize,
     tiny_tile: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variants
-    /// for a column of few rows, of many, and of many short ones.
+    /// for a column of few rows and of many short ones.
     vector: GpuKernel,
     vector_column: GpuKernel,
-    vector_short: GpuKernel,
     vector_narrow: GpuKernel,
     vector_staged: GpuKernel,
     /// The kernel for a few rows of `C` (`m <= few_rows::FEW`), under either policy.
@@ -291,7 +290,6 @@ impl Gpu {
             module_specs(Module::Production, images.arch).map(|s| load(*s)).collect::<Result<Vec<_>>>()?;
         let vector = load(vector::SPEC)?;
         let vector_column = load(vector::COLUMN_SPEC)?;
-        let vector_short = load(vector::SHORT_SPEC)?;
         let vector_narrow = load(vector::NARROW_SPEC)?;
         let vector_staged = load(vector::STAGED_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
@@ -332,7 +330,6 @@ impl Gpu {
             tiny_tile,
             vector,
             vector_column,
-            vector_short,
             vector_narrow,
             vector_staged,
             few_rows,
@@ -443,10 +440,10 @@ impl Gpu {
     ///   reads a tile kernel would make in one row of each tile over the grid (a row's grid is
     ///   `n / 32` blocks, so a row of moderate depth goes to `few_rows`, whose shallower slices
     ///   split it finer), or for a column of fewer than 64 rows per SM its variant on 8 rows a
-    ///   block, for a column of rows at most [`vector::SHORT_K`] long and at least 256 per SM its
-    ///   variant on 4 rows a warp, or on a group of lanes a row for rows its lanes load in one
-    ///   round ([`vector::narrow_in_one_round`]), or for other rows of at most
-    ///   [`vector::STAGED_K`] its variant that copies them into shared memory;
+    ///   block, and for a column of rows at most [`vector::STAGED_K`] long and at least 256 per
+    ///   SM its variant on a group of lanes a row for rows its lanes load in one round
+    ///   ([`vector::narrow_in_one_round`]), else its variant that copies them into shared
+    ///   memory;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
@@ -478,19 +475,16 @@ impl Gpu {
             Some(Skinny::Vector) if n == 1 && m < two_blocks_per_sm(&loaded.vector) => {
                 return &loaded.vector_column;
             }
-            // A column of short rows, tall enough for two of `vector_short`'s blocks per SM, on
-            // 4 rows a warp.
+            // A column of short rows, tall enough for two of `vector_staged`'s blocks per SM:
+            // rows a group of lanes loads in one round on such groups, others through shared
+            // memory.
             Some(Skinny::Vector)
-                if n == 1 && k <= vector::SHORT_K && m >= two_blocks_per_sm(&loaded.vector_short) =>
+                if n == 1 && k <= vector::STAGED_K && m >= two_blocks_per_sm(&loaded.vector_staged) =>
             {
-                // Rows a group of lanes loads in one round; other rows of at most 32 through
-                // shared memory; longer ones on 4 rows a warp.
                 return if vector::narrow_in_one_round(k) {
                     &loaded.vector_narrow
-                } else if k <= vector::STAGED_K {
-                    &loaded.vector_staged
                 } else {
-                    &loaded.vector_short
+                    &loaded.vector_staged
                 };
             }
             Some(Skinny::Vector) => return &loaded.vector,
@@ -1392,7 +1386,6 @@ mod tests {
         let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([
             &vector::SPEC,
             &vector::COLUMN_SPEC,
-            &vector::SHORT_SPEC,
             &vector::NARROW_SPEC,
             &vector::STAGED_SPEC,
             &few_rows::SPEC,

@@ -5,7 +5,7 @@
 //! reads, which is what bounds a matrix-vector product (each element of the matrix is used
 //! once).
 //!
-//! Five geometries, each a block of 32 x 32 threads but the last two (8 warps):
+//! Four geometries, each a block of 32 x 32 threads but the last two:
 //! - [`SPEC`], 32 outputs a block:
 //!   - a column (`n == 1`): warp `ty` computes row `32 * blockIdx.y + ty`, its lanes taking the
 //!     elements `p = lane, lane + 32, ...` of the row of `A` (coalesced) times `B[p][0]`;
@@ -18,19 +18,17 @@
 //!   128 threads (4 warps) a row, thread `q` taking the elements `p = q, q + 128, ...`: four
 //!   times the blocks, each with a quarter of the work a row. The host gives it only columns
 //!   too short for two of `SPEC`'s blocks per SM (`Gpu::chosen_for`);
-//! - [`SHORT_SPEC`], for a column of many short rows: 4 rows a warp, 128 a block. With a warp a
-//!   row, a row of 64 elements is two loads a lane, too few in flight to cover the latency of
-//!   memory; four rows a warp make them eight, and each element of the vector a lane loads
-//!   serves the four rows;
 //! - [`NARROW_SPEC`], for a column of many rows of at most 16 elements: 32 rows a warp, 256 a
 //!   block of 8 warps. A row of 8 elements would leave 24 lanes of a row's warp idle; here a row
 //!   is a group of 8 lanes (its length rounded up to a power of two), a load instruction reads
 //!   four whole rows, and each lane's loads of 8 rows are in flight together. Rows a multiple
 //!   of 4 long, aligned, are loaded 16 bytes a lane: a row of 16 is a group of 4 lanes, and the
 //!   warp's 32 rows are one round of 4 loads a lane (8 rows' loads at a time otherwise);
-//! - [`STAGED_SPEC`], for a column of many rows of at most 32 elements that `NARROW_SPEC` would
-//!   load in more than one round: 32 rows a warp, copied into shared memory with `cp.async`
-//!   (every element's copy in flight at once, no register held for it), then a row a lane.
+//! - [`STAGED_SPEC`], for a column of many rows of at most 64 elements that `NARROW_SPEC` would
+//!   load in more than one round: 32 rows a warp, 128 a block of 4 warps, copied into shared
+//!   memory with `cp.async` (every element's copy in flight at once, no register held for it),
+//!   then a row a lane. With a warp a row (`SPEC`), a row of 64 elements would be two loads a
+//!   lane, too few in flight to cover the latency of memory.
 //!
 //! When either geometry's blocks do not fill the GPU (few outputs, deep `K`: 13 x 1 x 100000
 //! is two blocks), the host splits `K` across blocks, the slices as a batch, and adds their
@@ -45,9 +43,9 @@
 //! products of a group into a sum of their own, which is then added to the thread's running
 //! sum. The partial sums of an output are then added pairwise: for a column in registers across
 //! each warp (butterfly shuffles; for `COLUMN_SPEC` then the row's 4 warp sums), for a row
-//! through shared memory. Both shorten the chains of additions an output's rounding errors accumulate along (a
-//! chain's error grows with its length), and both are fixed orders, so the result does not vary
-//! from run to run. `C` is not read when `beta == 0`.
+//! through shared memory. Both shorten the chains of additions an output's rounding errors
+//! accumulate along (a chain's error grows with its length), and both are fixed orders, so the
+//! result does not vary from run to run. `C` is not read when `beta == 0`.
 
 use crate::infra::launch::{KernelSpec, Module, Shapes};
 
@@ -95,28 +93,6 @@ pub const COLUMN_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// Rows of `C` a warp of [`SHORT_SPEC`] computes.
-const SHORT_ROWS: u32 = 4;
-
-/// The longest rows the host gives [`SHORT_SPEC`]: on longer ones `SPEC`'s warp a row, with
-/// sixteen loads ahead, reads faster (`docs/performance-notes.md`).
-pub const SHORT_K: usize = 64;
-
-/// Launch configuration of [`sgemm_vector_short`](self): a column (`n == 1` only) of many rows,
-/// a warp computing [`SHORT_ROWS`] of them, so that its loads of the rows are in flight
-/// together however short the rows are, and each element of the vector it loads serves them
-/// all.
-pub const SHORT_SPEC: KernelSpec = KernelSpec {
-    name: "vector_short",
-    entry: "sgemm_vector_short",
-    summary: "a column (n = 1) of many rows, 4 rows a warp",
-    tile: (LANES * SHORT_ROWS, 1),
-    smem_bytes: 0,
-    // Rows of `C` fill the GPU: never split.
-    k_slices: None,
-    ..SPEC
-};
-
 /// The longest rows [`NARROW_SPEC`] takes: a group of lanes is at most 16 wide.
 pub const NARROW_K: usize = 16;
 
@@ -155,8 +131,13 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// The longest rows [`STAGED_SPEC`] takes.
-pub const STAGED_K: usize = 32;
+/// The longest rows [`STAGED_SPEC`] takes; on longer ones `SPEC`'s warp a row, with sixteen
+/// loads ahead, reads faster (`docs/performance-notes.md`).
+pub const STAGED_K: usize = 64;
+
+/// Warps of a block of [`STAGED_SPEC`]: four, so that a block's shared memory (34 KB for rows
+/// of up to 64) is what eight warps of rows of up to 32 took, and four blocks fit an SM.
+const STAGED_WARPS: u32 = 4;
 
 /// Floats of shared memory a warp of [`STAGED_SPEC`] owns: room for its 32 rows at a distance
 /// of `k` rounded up to odd (at most `STAGED_K + 1`), then the vector.
@@ -169,10 +150,10 @@ pub const STAGED_SPEC: KernelSpec = KernelSpec {
     name: "vector_staged",
     entry: "sgemm_vector_staged",
     vec4_entry: None,
-    summary: "a column (n = 1) of many rows of at most 32, copied into shared memory, a row a lane",
-    block: (LANES, NARROW_WARPS),
-    tile: (LANES * NARROW_WARPS, 1),
-    smem_bytes: NARROW_WARPS * STAGED_WARP_FLOATS * 4,
+    summary: "a column (n = 1) of many rows of at most 64, copied into shared memory, a row a lane",
+    block: (LANES, STAGED_WARPS),
+    tile: (LANES * STAGED_WARPS, 1),
+    smem_bytes: STAGED_WARPS * STAGED_WARP_FLOATS * 4,
     // Four blocks an SM fit the shared memory of every supported GPU (the A100's too).
     min_blocks_per_sm: 4,
     // Rows of `C` fill the GPU: never split.
@@ -182,7 +163,7 @@ pub const STAGED_SPEC: KernelSpec = KernelSpec {
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
 mod device_code {
-    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SHORT_ROWS, SPEC, STAGED_K, STAGED_WARP_FLOATS};
+    use super::{COLUMN_ROWS, LANES, NARROW_K, NARROW_ROUND, SPEC, STAGED_K, STAGED_WARP_FLOATS};
     use crate::infra::ptx::{
         SharedAddr, cp_async_ca_4, cp_async_commit_group, cp_async_wait_group, ld_global_cs_f32,
         ld_global_cs_v4_f32, opaque_zero, shfl_bfly_f32, sync_warp,
@@ -433,64 +414,6 @@ mod device_code {
         }
     }
 
-    /// Products of each row whose loads [`short`] issues together.
-    const SHORT_AHEAD: usize = 4;
-
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1`, launched
-    /// with [`SHORT_SPEC`](super::SHORT_SPEC): warp `ty` computes the `SHORT_ROWS` rows from
-    /// `SHORT_ROWS (32 blockIdx.y + ty)` on, its lanes taking the elements `p = lane, lane + 32,
-    /// ...` of each (coalesced) times `B[p][0]`, loaded once for all the rows. Each row sums its
-    /// products as [`strided_dot`] does, in groups of `SHORT_AHEAD` (the rows' groups in flight
-    /// together) and the rest one at a time, then its 32 partials pairwise across the warp; lane
-    /// `r` writes row `r`. Rows past `m` (in the last warp) repeat row `m - 1`'s loads and are
-    /// not written.
-    unsafe fn short(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
-        const R: usize = SHORT_ROWS as usize;
-        let (tx, ty) = (thread_x(), thread_y());
-        let first = (block_y() * LANES + ty) * SHORT_ROWS;
-        if first >= m {
-            return;
-        }
-        let rows: [u32; R] = core::array::from_fn(|r| (first + r as u32).min(m - 1));
-        let x = |p: u32| b.wrapping_add(offset(p, 0, ldb));
-        let y = |r: usize, p: u32| a.wrapping_add(offset(rows[r], p, lda));
-        let mut sums = [0.0f32; R];
-        let mut p = tx;
-        // SAFETY: every load is of an element p < k of B's column or of a row below m of A,
-        // which no thread writes; the warp runs the shuffles whole (the early return is the
-        // warp's: `first` is the same for its lanes); the row written is below m.
-        unsafe {
-            while p + (SHORT_AHEAD as u32 - 1) * LANES < k {
-                let at = |i: usize| p + i as u32 * LANES;
-                let xs: [f32; SHORT_AHEAD] = core::array::from_fn(|i| *x(at(i)));
-                let ys: [[f32; SHORT_AHEAD]; R] =
-                    core::array::from_fn(|r| core::array::from_fn(|i| ld_global_cs_f32(y(r, at(i)))));
-                for (sum, ys) in sums.iter_mut().zip(&ys) {
-                    let mut group = xs[0] * ys[0];
-                    for i in 1..SHORT_AHEAD {
-                        group = fma(xs[i], ys[i], group);
-                    }
-                    *sum += group;
-                }
-                p += SHORT_AHEAD as u32 * LANES;
-            }
-            while p < k {
-                let xv = *x(p);
-                let ys: [f32; R] = core::array::from_fn(|r| ld_global_cs_f32(y(r, p)));
-                for (sum, &yv) in sums.iter_mut().zip(&ys) {
-                    *sum = fma(xv, yv, *sum);
-                }
-                p += LANES;
-            }
-            let totals = sums.map(|sum| warp_pairwise_sum(sum));
-            // Lane r's total, picked by selects (indexing by a lane would use local memory).
-            let mine = (0..R).fold(0.0f32, |acc, r| if tx == r as u32 { totals[r] } else { acc });
-            if tx < SHORT_ROWS && first + tx < m {
-                update_c(c.add(offset(first + tx, 0, ldc)), alpha, mine, beta);
-            }
-        }
-    }
-
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
     /// `1 <= k <= NARROW_K`, launched with [`NARROW_SPEC`](super::NARROW_SPEC): [`narrow_rows`]
     /// with groups of `k` lanes rounded up to a power of two.
@@ -524,7 +447,7 @@ mod device_code {
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
         let tx = thread_x();
-        let Some(first) = warp_rows(m) else { return };
+        let Some(first) = warp_rows::<{ super::NARROW_WARPS }>(m) else { return };
         let width = W as u32;
         let (g, q) = (tx / width, tx % width);
         let row = |j: u32| first + j * (LANES / width) + g;
@@ -579,7 +502,7 @@ mod device_code {
         GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs,
     ) {
         let tx = thread_x();
-        let Some(first) = warp_rows(m) else { return };
+        let Some(first) = warp_rows::<{ super::NARROW_WARPS }>(m) else { return };
         let width = G as u32;
         let (g, q) = (tx / width, tx % width);
         let row = |j: u32| first + j * (LANES / width) + g;
@@ -609,12 +532,13 @@ mod device_code {
         }
     }
 
-    /// The first of the 32 rows of `C` this warp computes in the geometries of 8 warps a block
-    /// ([`NARROW_SPEC`](super::NARROW_SPEC), [`STAGED_SPEC`](super::STAGED_SPEC)), `None` for
-    /// a warp past the `m` rows: the same for all its lanes.
+    /// The first of the 32 rows of `C` this warp computes in the geometries of `WARPS` warps a
+    /// block and 32 rows a warp ([`NARROW_SPEC`](super::NARROW_SPEC),
+    /// [`STAGED_SPEC`](super::STAGED_SPEC)), `None` for a warp past the `m` rows: the same for
+    /// all its lanes.
     #[inline(always)]
-    fn warp_rows(m: u32) -> Option<u32> {
-        let first = (block_y() * super::NARROW_WARPS + thread_y()) * LANES;
+    fn warp_rows<const WARPS: u32>(m: u32) -> Option<u32> {
+        let first = (block_y() * WARPS + thread_y()) * LANES;
         (first < m).then_some(first)
     }
 
@@ -637,13 +561,13 @@ mod device_code {
     /// grid computes the 32 rows from `32 w` on. Its lanes copy the rows into the warp's part of
     /// shared memory with `cp.async`, element `f = lane + 32 i` of the rows' `32 k` (row
     /// `f / k`, column `f % k`: consecutive lanes read consecutive elements), all `k` copies of
-    /// a lane in flight at once and no register held for them; lanes below `k` copy the vector
-    /// beside them. Then lane `r` sums row `r` (one FMA a product, in order) and writes it. The
+    /// a lane in flight at once and no register held for them; the lanes copy the vector beside
+    /// them, element `p` by lane `p % 32`. Then lane `r` sums row `r` (one FMA a product, in order) and writes it. The
     /// rows lie `k` rounded up to odd apart, so the 32 lanes' reads of a column fall in 32
     /// different banks. Rows past `m` are not read (their copies zero-fill) nor written.
     unsafe fn staged(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
         let tx = thread_x();
-        let Some(first) = warp_rows(m) else { return };
+        let Some(first) = warp_rows::<{ super::STAGED_WARPS }>(m) else { return };
         let ld = k | 1;
         // SAFETY: the warp's part of the block's dynamic shared memory (the spec sizes it for
         // its 8 warps); every copy's source is an element of A's m x k or B's column (or, with
@@ -654,8 +578,9 @@ mod device_code {
             let rows = dynamic_shared_f32().add((thread_y() * STAGED_WARP_FLOATS) as usize);
             let vector = rows.add((LANES * (STAGED_K as u32 + 1)) as usize);
             let (rows_at, vector_at) = (SharedAddr::of(rows), SharedAddr::of(vector));
-            let x = if tx < k { b.add(offset(tx, 0, ldb)) } else { b };
-            cp_async_ca_4(vector_at.offset_bytes(4 * tx), x, tx < k);
+            for p in (tx..k).step_by(LANES as usize) {
+                cp_async_ca_4(vector_at.offset_bytes(4 * p), b.add(offset(p, 0, ldb)), true);
+            }
             let (step_r, step_p) = (LANES / k, LANES % k);
             let (mut r, mut p) = (tx / k, tx % k);
             for _ in 0..k {
@@ -685,11 +610,6 @@ mod device_code {
     gemm_entry! { production:
         /// A column of many rows of at most `STAGED_K` elements: [`staged`]'s entry point.
         sgemm_vector_staged => staged
-    }
-
-    gemm_entry! { production:
-        /// A column of many rows: [`short`]'s entry point.
-        sgemm_vector_short => short
     }
 
     gemm_entry! { production:
