@@ -227,14 +227,18 @@ fn shapes_past_one_grid_run_as_several_launches() {
         check::Case::new(2, 3, 2_200_000, 1.0, 1.0, 1).with(check::COMBOS[3]),
     ];
     for name in gpu.kernel_names() {
-        let gpu = gpu.clone().with_kernel(name).unwrap();
-        for (seed, case) in cases.iter().enumerate() {
-            let r =
-                check::run_case(case, seed as u64, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-                    gpu.gemm(alpha, a, b, beta, c)
-                });
-            assert!(r.is_ok(), "{name}: {}", r.unwrap_err());
-        }
+        assert_cases_pass(&gpu.clone().with_kernel(name).unwrap(), &cases, name);
+    }
+}
+
+/// Runs each case (its index as the seed) through `gpu.gemm` and asserts that it passes the
+/// reference check; `label` names the handle in the message.
+fn assert_cases_pass(gpu: &sgemm::Gpu, cases: &[check::Case], label: &str) {
+    for (seed, case) in cases.iter().enumerate() {
+        let r = check::run_case(case, seed as u64, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+            gpu.gemm(alpha, a, b, beta, c)
+        });
+        assert!(r.is_ok(), "{label}: {}", r.unwrap_err());
     }
 }
 
@@ -289,14 +293,7 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
         assert_eq!(gpu.chosen_for(Layout::RowMajor, 1, m, 1, k).spec.name, kernel, "{m}x1x{k}");
     }
     for precision in [Precision::Accurate, Precision::Strict] {
-        let gpu = gpu.clone().with_precision(precision);
-        for (seed, case) in cases.iter().enumerate() {
-            let r =
-                check::run_case(case, seed as u64, |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
-                    gpu.gemm(alpha, a, b, beta, c)
-                });
-            assert!(r.is_ok(), "{precision:?}: {}", r.unwrap_err());
-        }
+        assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));
     }
 }
 

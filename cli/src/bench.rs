@@ -223,10 +223,9 @@ pub fn parse_threads(spec: &str) -> Result<Vec<usize>, String> {
 /// Which time of a contender's samples its `tflops`, and so every ratio, comes from.
 #[derive(Clone, Copy, Debug)]
 enum Estimator {
-    /// The median of the second half of the replays: the GPU. Seed 000 takes their mean, but
-    /// one stalled replay (a replay of ten microseconds that took a hundred) moves a mean of
-    /// a few hundred by tens of percent, and with it the ratio of whichever contender it hit;
-    /// the mean is still recorded (`seconds`).
+    /// The median of the second half of the replays: the GPU. Seed 000 takes their mean, which
+    /// one stalled replay moves, and with it the ratio of whichever contender it hit; the mean
+    /// is still recorded (`seconds`).
     SecondHalfMedian,
     /// The median of every timed round (an untimed run warms each contender up first): the CPU.
     /// On this shared 2-core VM a neighbour's burst slows a few rounds by 20-60% (spreads up to

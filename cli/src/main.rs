@@ -36,8 +36,8 @@ struct Cli {
 enum Command {
     /// Sweep sizes and kernels beside the peers on the same buffers: on the GPU with the seed's
     /// timing method (L2 flushed before each replay, the second half of the replays; rates
-    /// from its median), on the CPU in turns with the peers (the median of each one's rounds); writes a
-    /// table, and on request JSON, CSV and an SVG plot.
+    /// from its median), on the CPU in turns with the peers (the median of each one's rounds);
+    /// writes a table, and on request JSON, CSV and an SVG plot.
     Bench(bench::BenchArgs),
     /// The magnitude suite: operands from subnormal to near f32::MAX, on each precision
     /// policy (and cuBLAS with --peer), as a table of normalized errors per case.

@@ -110,11 +110,11 @@ impl GpuKernel {
         self.blocks_per_sm
     }
 
-    /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and `B`
-    /// (`n` columns) allow it (both start 16-byte aligned, and leading dimensions and row
-    /// lengths are multiples of 4, so every row starts 16-byte aligned and no vector straddles
-    /// a row's end; a matrix-vector kernel computing a column, `n == 1`, loads only `A`'s rows
-    /// 16 bytes at a time, so `B`'s need not be), the scalar-load entry otherwise.
+    /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and, if
+    /// that entry loads it wide ([`KernelSpec::vec4_b`]), `B` (`n` columns) allow it (they
+    /// start 16-byte aligned, and leading dimensions and row lengths are multiples of 4, so
+    /// every row starts 16-byte aligned and no vector straddles a row's end), the scalar-load
+    /// entry otherwise.
     fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
         match &self.vec4 {
             Some(vec4) if k.is_multiple_of(4) && self.wide_unless_k(aligned, lda, ldb, n) => vec4,
@@ -126,8 +126,7 @@ impl GpuKernel {
     /// only 16-byte loads, or one whose 16-byte entry the other conditions of
     /// [`function_for`](Self::function_for) allow.
     fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, n: usize) -> bool {
-        let wide_b =
-            (self.spec.shapes == Shapes::Vector && n == 1) || [ldb, n].iter().all(|x| x.is_multiple_of(4));
+        let wide_b = !self.spec.vec4_b || [ldb, n].iter().all(|x| x.is_multiple_of(4));
         self.spec.vec4_only || (self.vec4.is_some() && aligned && lda.is_multiple_of(4) && wide_b)
     }
 }

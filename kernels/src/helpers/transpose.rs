@@ -21,6 +21,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "transpose",
     entry: "sgemm_transpose",
     vec4_entry: None,
+    vec4_b: true,
     summary: "B = A^T through a padded 32 x 32 shared tile (transposed operands)",
     block: (TILE, ROWS_PER_PASS),
     tile: (TILE, TILE),

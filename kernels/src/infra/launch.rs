@@ -17,11 +17,13 @@ pub struct KernelSpec {
     /// The PTX entry point; it loads with scalar instructions, so any pointer and leading
     /// dimension works.
     pub entry: &'static str,
-    /// The entry point of the same kernel with 16-byte (`.v4`) global loads of `A` and `B`,
-    /// valid only when their pointers are 16-byte aligned and `lda`, `ldb`, `k` and `n` are
-    /// multiples of 4; for a matrix-vector kernel ([`Shapes::Vector`]) computing a column
-    /// (`n == 1`), loads of `A` only, valid when `lda` and `k` are.
+    /// The entry point of the same kernel with 16-byte (`.v4`) global loads of `A`, and of `B`
+    /// when [`vec4_b`](Self::vec4_b): valid only when the pointers are 16-byte aligned and
+    /// `lda` and `k` (and `ldb` and `n` for `B`) are multiples of 4.
     pub vec4_entry: Option<&'static str>,
+    /// Whether [`vec4_entry`](Self::vec4_entry) loads `B`'s rows 16 bytes at a time too (a
+    /// kernel that reads `B` as a vector, 4 bytes at a time, does not).
+    pub vec4_b: bool,
     /// One line: the technique this kernel adds.
     pub summary: &'static str,
     /// Threads per block, `(x, y)`.
@@ -110,6 +112,7 @@ impl KernelSpec {
             name,
             entry,
             vec4_entry: None,
+            vec4_b: true,
             summary,
             block: (32, 8),
             tile: (8, 32),

@@ -53,30 +53,6 @@ impl SharedAddr {
     }
 }
 
-/// The body of a guarded 4-byte load: `instr` (a `ld.global...f32`) of the float at `ptr` under
-/// the predicate `guard`, `0.0` without touching memory when it does not hold.
-macro_rules! guarded_load {
-    ($instr:literal, $ptr:expr, $guard:expr) => {{
-        let value: f32;
-        // SAFETY: the caller's contract (the function this expands in).
-        unsafe {
-            asm!(
-                "{{",
-                ".reg .pred p;",
-                "setp.ne.u32 p, {g}, 0;",
-                "mov.b32 {v}, 0;",
-                concat!("@p ", $instr, " {v}, [{ptr}];"),
-                "}}",
-                v = out(reg32) value,
-                ptr = in(reg64) $ptr,
-                g = in(reg32) $guard as u32,
-                options(nostack, readonly),
-            );
-        }
-        value
-    }};
-}
-
 /// `@p ld.global.nc.f32`: loads `*ptr` through the read-only (non-coherent) data path when
 /// `guard` holds; returns `0.0` and touches no memory when it does not.
 ///
@@ -85,7 +61,23 @@ macro_rules! guarded_load {
 /// no thread writes while the kernel runs (the `.nc` path does not see such writes).
 #[inline(always)]
 pub unsafe fn ld_global_nc_f32(ptr: *const f32, guard: bool) -> f32 {
-    guarded_load!("ld.global.nc.f32", ptr, guard)
+    let value: f32;
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "setp.ne.u32 p, {g}, 0;",
+            "mov.b32 {v}, 0;",
+            "@p ld.global.nc.f32 {v}, [{ptr}];",
+            "}}",
+            v = out(reg32) value,
+            ptr = in(reg64) ptr,
+            g = in(reg32) guard as u32,
+            options(nostack, readonly),
+        );
+    }
+    value
 }
 
 /// The body of a guarded 16-byte load: `instr` (a `ld.global...v4.f32`) of the four floats at

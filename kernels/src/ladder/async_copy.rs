@@ -34,6 +34,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "async_copy",
     entry: "sgemm_async_copy",
     vec4_entry: Some("sgemm_async_copy_vec4"),
+    vec4_b: true,
     summary: "flagship 128x128x8: cp.async global-to-shared copies, multi-stage pipeline",
     block: (THREADS, 1),
     tile: (BM, BN),

@@ -24,6 +24,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "blocktiling_1d",
     entry: "sgemm_blocktiling_1d",
     vec4_entry: None,
+    vec4_b: true,
     summary: "each thread computes 8 rows of one column, reusing a B value from a register",
     block: (BM * BN / TM, 1),
     tile: (BM, BN),

@@ -25,6 +25,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "blocktiling_2d",
     entry: "sgemm_blocktiling_2d",
     vec4_entry: None,
+    vec4_b: true,
     summary: "each thread computes an 8x8 block of C as outer products of register fragments",
     block: (BM * BN / (TM * TN), 1),
     tile: (BM, BN),

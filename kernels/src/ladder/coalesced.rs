@@ -15,6 +15,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "coalesced",
     entry: "sgemm_coalesced",
     vec4_entry: None,
+    vec4_b: true,
     summary: "one thread per C element; lanes walk along a row (coalesced B and C)",
     block: (32, 32),
     tile: (32, 32),

@@ -37,6 +37,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "double_buffered",
     entry: "sgemm_double_buffered",
     vec4_entry: Some("sgemm_double_buffered_vec4"),
+    vec4_b: true,
     summary: "flagship 128x128x8: warp tiles, double-buffered shared memory and registers",
     block: (THREADS, 1),
     tile: (BM, BN),

@@ -15,6 +15,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "naive",
     entry: "sgemm_naive",
     vec4_entry: None,
+    vec4_b: true,
     summary: "one thread per C element; lanes walk down a column (uncoalesced)",
     block: (32, 32),
     tile: (32, 32),

@@ -50,6 +50,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "pipelined",
     entry: "sgemm_pipelined",
     vec4_entry: Some("sgemm_pipelined_vec4"),
+    vec4_b: true,
     summary: "128x256x8 tile, 4-stage cp.async pipeline of 16-byte copies, 8x16 per thread",
     block: (THREADS, 1),
     tile: (BM, BN),

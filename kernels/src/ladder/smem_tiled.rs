@@ -21,6 +21,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "smem_tiled",
     entry: "sgemm_smem_tiled",
     vec4_entry: None,
+    vec4_b: true,
     summary: "32x32 tiles of A and B staged in shared memory, each loaded once per block",
     block: (32, 32),
     tile: (32, 32),

@@ -65,6 +65,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "tensor_core",
     entry: "sgemm_tensor_core",
     vec4_entry: None,
+    vec4_b: true,
     summary: "128x128x32 tile on mma.sync TF32 tensor cores, 3 TF32 products per f32 product",
     block: (THREADS, 1),
     tile: (BM, BN),

@@ -30,6 +30,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "vectorized",
     entry: "sgemm_vectorized",
     vec4_entry: Some("sgemm_vectorized_vec4"),
+    vec4_b: true,
     summary: "16-byte global and shared loads; A transposed in shared memory",
     block: (BM * BN / (TM * TN), 1),
     tile: (BM, BN),

@@ -15,6 +15,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "wide_tile",
     entry: "sgemm_wide_tile",
     vec4_entry: Some("sgemm_wide_tile_vec4"),
+    vec4_b: true,
     summary: "256x128x8 tile, 16x8 outputs per thread, one block per SM (cuBLAS's shape)",
     block: (THREADS, 1),
     tile: (bm(R), BN),

@@ -35,6 +35,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "small_tile",
     entry: "sgemm_small_tile",
     vec4_entry: Some("sgemm_small_tile_vec4"),
+    vec4_b: true,
     summary: "double_buffered on 64x64 tiles (128 threads, 4x8 outputs each) for small products",
     block: (threads(WN), 1),
     tile: (bm(R), bn(WN)),

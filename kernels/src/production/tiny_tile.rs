@@ -56,6 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "tiny_tile",
     entry: "sgemm_tiny_tile",
     vec4_entry: Some("sgemm_tiny_tile_vec4"),
+    vec4_b: true,
     summary: "32x32 tiles (64 threads, 4x4 outputs each) on a 4-stage cp.async ring, for small batches",
     block: (THREADS, 1),
     tile: (BM, BN),

@@ -64,6 +64,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "vector",
     entry: "sgemm_vector",
     vec4_entry: None,
+    vec4_b: true,
     summary: "matrix-vector products (m = 1 or n = 1), 32 threads per output",
     block: (LANES, LANES),
     tile: (LANES, LANES),
@@ -100,7 +101,7 @@ pub const NARROW_K: usize = 16;
 const NARROW_WARPS: u32 = 8;
 
 /// Rows a lane of [`NARROW_SPEC`] loads at a time: rows longer than this are loaded in two
-/// rounds (sixteen loads in flight measured slower, `docs/performance-notes.md`).
+/// rounds (the choice against sixteen: `docs/performance-notes.md`).
 pub const NARROW_ROUND: usize = 8;
 
 /// Whether [`NARROW_SPEC`] loads a warp's rows of `k` elements in one round: rows of at most
@@ -117,9 +118,9 @@ pub const fn narrow_in_one_round(k: usize) -> bool {
 pub const NARROW_SPEC: KernelSpec = KernelSpec {
     name: "vector_narrow",
     entry: "sgemm_vector_narrow",
-    // Only `A` loaded 16 bytes at a time (the vector is a column): the host requires `A`
-    // aligned and `lda` and `k` multiples of 4 (`GpuKernel::function_for`).
     vec4_entry: Some("sgemm_vector_narrow_vec4"),
+    // The vector is read 4 bytes at a time.
+    vec4_b: false,
     summary: "a column (n = 1) of many rows of at most 16, a row per group of lanes",
     block: (LANES, NARROW_WARPS),
     tile: (LANES * NARROW_WARPS, 1),
@@ -131,12 +132,12 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// The longest rows [`STAGED_SPEC`] takes; on longer ones `SPEC`'s warp a row, with sixteen
-/// loads ahead, reads faster (`docs/performance-notes.md`).
+/// The longest rows [`STAGED_SPEC`] takes: a warp's shared memory holds 32 rows of at most
+/// this many elements. Longer rows go to `SPEC`'s warp a row.
 pub const STAGED_K: usize = 64;
 
-/// Warps of a block of [`STAGED_SPEC`]: four, so that a block's shared memory (34 KB for rows
-/// of up to 64) is what eight warps of rows of up to 32 took, and four blocks fit an SM.
+/// Warps of a block of [`STAGED_SPEC`]: four, so that four blocks (34 KB of shared memory
+/// each) fit an SM of every supported GPU.
 const STAGED_WARPS: u32 = 4;
 
 /// Floats of shared memory a warp of [`STAGED_SPEC`] owns: room for its 32 rows at a distance
@@ -154,7 +155,7 @@ pub const STAGED_SPEC: KernelSpec = KernelSpec {
     block: (LANES, STAGED_WARPS),
     tile: (LANES * STAGED_WARPS, 1),
     smem_bytes: STAGED_WARPS * STAGED_WARP_FLOATS * 4,
-    // Four blocks an SM fit the shared memory of every supported GPU (the A100's too).
+    // Four blocks an SM fit the shared memory of every supported GPU.
     min_blocks_per_sm: 4,
     // Rows of `C` fill the GPU: never split.
     k_slices: None,
@@ -311,10 +312,24 @@ mod device_code {
     /// Every lane of the warp calls it.
     #[inline(always)]
     unsafe fn warp_pairwise_sum_from(x: f32, first: u32) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe { butterfly_sum(x, first, LANES) }
+    }
+
+    /// `x` summed pairwise over the butterfly steps of lane distances `from <= d < below`
+    /// (powers of two), the nearest first: with `from == 1` each group of `below` neighbouring
+    /// lanes ends with its group's sum, with `below == 32` each lane with the sum over the lanes
+    /// equal to it modulo `from`.
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it, with the same `from` and `below`.
+    #[inline(always)]
+    unsafe fn butterfly_sum(x: f32, from: u32, below: u32) -> f32 {
         // SAFETY: the whole warp is here and takes the same steps (the caller's contract).
-        let step = |x: f32, mask: u32| if mask >= first { x + unsafe { shfl_bfly_f32(x, mask) } } else { x };
-        // Written out: as a loop over the masks the compiler may keep the loop, selecting each
-        // mask from the array by a chain of compares.
+        let step =
+            |x: f32, d: u32| if d >= from && d < below { x + unsafe { shfl_bfly_f32(x, d) } } else { x };
+        // Written out: as a loop over the distances the compiler may keep the loop, selecting
+        // each distance from the array by a chain of compares.
         step(step(step(step(step(x, 1), 2), 4), 8), 16)
     }
 
@@ -549,11 +564,8 @@ mod device_code {
     /// Every lane of the warp calls it.
     #[inline(always)]
     unsafe fn group_pairwise_sum<const W: usize>(x: f32) -> f32 {
-        // SAFETY: the whole warp is here and takes the same steps (the caller's contract); a
-        // lane's partner `mask` away (mask < W) is in its group.
-        let step =
-            |x: f32, mask: u32| if (mask as usize) < W { x + unsafe { shfl_bfly_f32(x, mask) } } else { x };
-        step(step(step(step(step(x, 1), 2), 4), 8), 16)
+        // SAFETY: the caller's contract.
+        unsafe { butterfly_sum(x, 1, W as u32) }
     }
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for `n == 1` and
@@ -562,15 +574,16 @@ mod device_code {
     /// shared memory with `cp.async`, element `f = lane + 32 i` of the rows' `32 k` (row
     /// `f / k`, column `f % k`: consecutive lanes read consecutive elements), all `k` copies of
     /// a lane in flight at once and no register held for them; the lanes copy the vector beside
-    /// them, element `p` by lane `p % 32`. Then lane `r` sums row `r` (one FMA a product, in order) and writes it. The
-    /// rows lie `k` rounded up to odd apart, so the 32 lanes' reads of a column fall in 32
-    /// different banks. Rows past `m` are not read (their copies zero-fill) nor written.
+    /// them, element `p` by lane `p % 32`. Then lane `r` sums row `r` (one FMA a product, in
+    /// order) and writes it. The rows lie `k` rounded up to odd apart, so the 32 lanes' reads
+    /// of a column fall in 32 different banks. Rows past `m` are not read (their copies
+    /// zero-fill) nor written.
     unsafe fn staged(GemmArgs { m, k, alpha, a, lda, b, ldb, beta, c, ldc, .. }: GemmArgs) {
         let tx = thread_x();
         let Some(first) = warp_rows::<{ super::STAGED_WARPS }>(m) else { return };
         let ld = k | 1;
         // SAFETY: the warp's part of the block's dynamic shared memory (the spec sizes it for
-        // its 8 warps); every copy's source is an element of A's m x k or B's column (or, with
+        // its warps); every copy's source is an element of A's m x k or B's column (or, with
         // its guard false, not read: the base address then stands in); the wait and the warp
         // barrier publish the copies before any lane reads them; the early return is the
         // warp's; the row written is below m.

@@ -79,6 +79,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "warpgroup",
     entry: "sgemm_warpgroup",
     vec4_entry: None,
+    vec4_b: true,
     summary: "128x128x32 tile on wgmma.m64n128k8 TF32 (sm_90a), operands split once per tile",
     block: (THREADS, 1),
     tile: (BM, BN),
