@@ -90,7 +90,7 @@ pub mod ladder {
     pub mod wide_tile;
 }
 
-pub use infra::launch::{KernelSpec, Module, Shapes};
+pub use infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Every GEMM kernel, in ladder order. The host's registry, the CLI, the tests and the
 /// benchmarks iterate this list: a new kernel is one module plus one row here.

@@ -32,7 +32,7 @@ use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::{few_rows, small_tile, specialized, tiny_tile, vector, warpgroup};
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Shapes};
+use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Padding, Shapes};
 
 use crate::batch::Strided;
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
@@ -111,13 +111,13 @@ impl GpuKernel {
     }
 
     /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and, if
-    /// that entry loads it wide ([`KernelSpec::vec4_b`]), `B` (`n` columns) allow it (they
-    /// start 16-byte aligned, and leading dimensions and row lengths are multiples of 4, so
-    /// every row starts 16-byte aligned and no vector straddles a row's end), the scalar-load
-    /// entry otherwise.
-    fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, n: usize) -> &CudaFunction {
+    /// that entry loads it wide ([`KernelSpec::vec4_b`]), `B` (rows readable to `b_cols`
+    /// columns: `n`, or `n` rounded up to 4 in a padded copy) allow it (they start 16-byte
+    /// aligned, and leading dimensions and row lengths are multiples of 4, so every row starts
+    /// 16-byte aligned and no vector straddles a row's end), the scalar-load entry otherwise.
+    fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, b_cols: usize) -> &CudaFunction {
         match &self.vec4 {
-            Some(vec4) if k.is_multiple_of(4) && self.wide_unless_k(aligned, lda, ldb, n) => vec4,
+            Some(vec4) if k.is_multiple_of(4) && self.wide_unless_k(aligned, lda, ldb, b_cols) => vec4,
             _ => &self.function,
         }
     }
@@ -125,9 +125,10 @@ impl GpuKernel {
     /// Whether the launch loads 16 bytes at a time when `k` is a multiple of 4: a kernel with
     /// only 16-byte loads, or one whose 16-byte entry the other conditions of
     /// [`function_for`](Self::function_for) allow.
-    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, n: usize) -> bool {
-        let wide_b = !self.spec.vec4_b || [ldb, n].iter().all(|x| x.is_multiple_of(4));
-        self.spec.vec4_only || (self.vec4.is_some() && aligned && lda.is_multiple_of(4) && wide_b)
+    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, b_cols: usize) -> bool {
+        let wide_b = !self.spec.vec4_b || [ldb, b_cols].iter().all(|x| x.is_multiple_of(4));
+        self.spec.padding == Padding::Always
+            || (self.vec4.is_some() && aligned && lda.is_multiple_of(4) && wide_b)
     }
 }
 
@@ -620,15 +621,15 @@ impl Gpu {
         }
         let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
         // Operands the kernel cannot read as they are become row-major copies: transposed ones,
-        // and for a kernel with only 16-byte loads, ones whose rows are not a multiple of 4
-        // floats (K then rounded up, the added columns of A and rows of B zero). The copies
-        // are freed after the launches, in stream order.
-        let vec4_only = kernel.spec.vec4_only;
-        let to4 = |x: usize| if vec4_only { x.next_multiple_of(4) } else { x };
+        // and, when the kernel's 16-byte entry is to run on padded copies (`pads`), ones whose
+        // rows are not a multiple of 4 floats (K then rounded up, the added columns of A and
+        // rows of B zero). The copies are freed after the launches, in stream order.
+        let pads = pads(kernel.spec.padding, padding_copies((&a, a_step), (&b, b_step), shape), shape);
+        let to4 = |x: usize| if pads { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(&a, a_step, batch, (m, k), vec4_only)?;
-        let b_copy = self.readable(&b, b_step, batch, (k, n_b), vec4_only)?;
+        let a_copy = self.readable(&a, a_step, batch, (m, k), pads)?;
+        let b_copy = self.readable(&b, b_step, batch, (k, n_b), pads)?;
         // A scratch copy starts a fresh allocation (256-byte aligned) and its members are a
         // multiple of 4 floats apart; a caller's buffer needs both checked.
         let direct_aligned = |x: &DeviceMatRef, step: usize| x.aligned && step.is_multiple_of(4);
@@ -644,12 +645,12 @@ impl Gpu {
         if batch == 1 {
             let slices = self.k_slices(kernel, m, n, k);
             if slices > 1 {
-                let (a, b, c) = ((a_buf, lda), (b_buf, ldb), (c.buf, ldc));
+                let (a, b, c) = ((a_buf, lda), (b_buf, ldb, n_b), (c.buf, ldc));
                 return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
-        let function = kernel.function_for(aligned, lda, ldb, k, n);
+        let function = kernel.function_for(aligned, lda, ldb, k, n_b);
         let steps = [a_step, b_step, c_step].map(|s| s as u64);
         self.launch_members(&kernel.spec, batch, m32, |z0, members, r0, rows| {
             let mut params = GemmParams {
@@ -711,14 +712,14 @@ impl Gpu {
         (m, n, k): (usize, usize, usize),
         alpha: f32,
         (a, lda): (CudaView<f32>, usize),
-        (b, ldb): (CudaView<f32>, usize),
+        (b, ldb, b_cols): (CudaView<f32>, usize, usize),
         beta: f32,
         (c, ldc): (CudaViewMut<f32>, usize),
         aligned: bool,
     ) -> Result<()> {
         // A multiple of 4 where the slices load 16 bytes at a time, so that their loads stay
         // aligned; any depth for 4-byte loads, leaving the reduction fewer columns.
-        let wide = kernel.wide_unless_k(aligned, lda, ldb, n);
+        let wide = kernel.wide_unless_k(aligned, lda, ldb, b_cols);
         let depth = if wide { k / slices / 4 * 4 } else { k / slices };
         let done = slices * depth;
         let len = slices * m * n;
@@ -741,7 +742,7 @@ impl Gpu {
         // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
-        let function = kernel.function_for(aligned, lda, ldb, depth, n);
+        let function = kernel.function_for(aligned, lda, ldb, depth, b_cols);
         let mut slices_params = GemmParams {
             m: m32,
             n: n32,
@@ -1084,6 +1085,44 @@ fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
     }
 }
 
+/// Whether a kernel padded as `padding` says runs its 16-byte entry on zero-padded copies of
+/// the operands it cannot read 16 bytes at a time as they are, in an `m x n x k` product where
+/// the padding alone would copy `copied` elements of them: always for a kernel without a
+/// 4-byte entry, never for one whose 4-byte entry is always the better, and for
+/// [`Padding::Above`] when the product has enough multiply-adds per copied element.
+fn pads(padding: Padding, copied: usize, (m, n, k): (usize, usize, usize)) -> bool {
+    match padding {
+        Padding::Never => false,
+        Padding::Always => true,
+        Padding::Above(intensity) => {
+            (m as u128) * (n as u128) * (k as u128) >= u128::from(intensity) * copied as u128
+        }
+    }
+}
+
+/// The elements of row-major-`C` operands `a` and `b` (`step` apart in a batch) of an `m x n x
+/// k` member that padding them for a 16-byte entry would copy beyond the copies made anyway:
+/// transposed operands are copied in any case (and pad for free), others when a row is not a
+/// multiple of 4 floats long or not 16-byte aligned, and `B` also when `k` is not a multiple of
+/// 4 (its rows are then read up to `k` rounded up).
+fn padding_copies(
+    (a, a_step): (&DeviceMatRef, usize),
+    (b, b_step): (&DeviceMatRef, usize),
+    (m, n, k): (usize, usize, usize),
+) -> usize {
+    let as_is = |x: &DeviceMatRef, step: usize, cols: usize| {
+        x.layout() == Layout::ColMajor
+            || (cols.is_multiple_of(4) && x.aligned && x.ld().is_multiple_of(4) && step.is_multiple_of(4))
+    };
+    let a_copied = if as_is(a, a_step, k) { 0 } else { m * k };
+    let b_copied = if as_is(b, b_step, n) && (k.is_multiple_of(4) || b.layout() == Layout::ColMajor) {
+        0
+    } else {
+        k * n
+    };
+    a_copied + b_copied
+}
+
 /// [`Gpu::k_slices`] of a kernel of launch geometry `spec` that fills the GPU with `slots`
 /// blocks: 1 for a kernel that does not split, else [`slice_count`].
 fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
@@ -1250,6 +1289,24 @@ mod tests {
         ] {
             assert_eq!(skinny_kernel(batch, m, n, k), expected, "{batch} x {m}x{n}x{k}");
         }
+    }
+
+    #[test]
+    fn operands_are_padded_where_the_copies_cost_less_than_the_4_byte_loop() {
+        let above = specialized::SPEC.padding;
+        let both = |(m, n, k): (usize, usize, usize)| m * k + k * n;
+        // Large products pad: the copies are a small part of the work.
+        for shape in [(2047, 2047, 2047), (4095, 4095, 4095), (8191, 8191, 1000), (2224, 10093, 97)] {
+            assert!(pads(above, both(shape), shape), "{shape:?}");
+        }
+        // A side short enough that the copies would be a large part of the product does not.
+        for shape in [(11162, 175, 3225), (10861, 20, 45), (131, 133, 9767), (30, 6606, 2265)] {
+            assert!(!pads(above, both(shape), shape), "{shape:?}");
+        }
+        // Nothing to copy: the 16-byte entry as it is.
+        assert!(pads(above, 0, (5, 5, 5)));
+        assert!(pads(Padding::Always, both((5, 5, 5)), (5, 5, 5)));
+        assert!(!pads(Padding::Never, 0, (4096, 4096, 4096)));
     }
 
     #[test]

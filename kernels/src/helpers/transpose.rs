@@ -7,7 +7,7 @@
 //! so both global accesses are coalesced. The shared tile has 33 columns: a warp reading a
 //! column of it then touches 32 different banks instead of one.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Side of the square tile one block transposes.
 const TILE: u32 = 32;
@@ -28,7 +28,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: TILE * SMEM_LD * 4,
     min_blocks_per_sm: 0,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,

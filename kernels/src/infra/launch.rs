@@ -41,12 +41,11 @@ pub struct KernelSpec {
     /// gives a block. The K slices are launched as a batch (slice depth as `k`), each writing
     /// its partial product to a workspace that `sgemm_split_k_reduce` then adds in order.
     pub k_slices: Option<u32>,
-    /// Whether [`entry`](Self::entry) itself uses 16-byte loads of `A` and `B` (there is no
-    /// scalar variant): the host then hands it `A` and `B` with leading dimensions and row
-    /// lengths that are multiples of 4, copying an operand into a zero-padded buffer when it
-    /// is not (`k` rounded up to a multiple of 4, the added columns of `A` and rows of `B`
-    /// zero).
-    pub vec4_only: bool,
+    /// When the host copies operands that the 16-byte entry cannot read as they are into
+    /// zero-padded buffers that it can (rows a multiple of 4 floats long, `k` rounded up to a
+    /// multiple of 4, the added columns of `A` and rows of `B` zero), instead of launching the
+    /// 4-byte entry on them.
+    pub padding: Padding,
     /// The one PTX module the kernel is in, when it uses instructions of that architecture
     /// only (`wgmma` is sm_90a's); `None`: every module.
     pub arch: Option<&'static str>,
@@ -54,6 +53,20 @@ pub struct KernelSpec {
     pub module: Module,
     /// The shapes of `C` (row-major, as the kernels see it) the kernel computes.
     pub shapes: Shapes,
+}
+
+/// When the host pads operands for a kernel's 16-byte entry ([`KernelSpec::padding`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// Never: the scalar entry takes any operand the 16-byte entry cannot.
+    Never,
+    /// Always: [`entry`](KernelSpec::entry) itself loads 16 bytes at a time (there is no
+    /// 4-byte variant).
+    Always,
+    /// When the product has at least this many multiply-adds (`m n k`) per element the padding
+    /// would copy: from there on the copies (8 bytes of traffic an element, and a launch) cost
+    /// less than the 4-byte entry's slower loop would over the whole product.
+    Above(u32),
 }
 
 /// The shapes of `C` a kernel computes.
@@ -119,7 +132,7 @@ impl KernelSpec {
             smem_bytes: 0,
             min_blocks_per_sm: 0,
             k_slices: None,
-            vec4_only: false,
+            padding: Padding::Never,
             arch: None,
             module: Module::Production,
             shapes: Shapes::Any,

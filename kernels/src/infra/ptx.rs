@@ -541,6 +541,18 @@ pub fn opaque_zero() -> f32 {
     zero
 }
 
+/// `mov.b64`: `x`, through a move the compiler neither sees through nor moves out of a loop.
+/// An address step that passes through it each iteration is not known to be the same in every
+/// iteration, so the compiler does not turn each of an unrolled loop's addresses built from it
+/// into an induction variable of its own (one register pair each, held across the loop).
+#[inline(always)]
+pub fn opaque_u64(x: u64) -> u64 {
+    let y: u64;
+    // SAFETY: a register move; without `pure`, it stays where it is written.
+    unsafe { asm!("mov.b64 {y}, {x};", y = out(reg64) y, x = in(reg64) x, options(nomem, nostack)) }
+    y
+}
+
 /// `cvt.rna.tf32.f32`: rounds `x` to TensorFloat-32 (the 8-bit exponent of `f32`, 10 mantissa
 /// bits), to nearest with ties away from zero. The result is returned as an `f32` whose low 13
 /// mantissa bits are zero, so `x - tf32(x)` is exact: the part of `x` a TF32 operand drops.

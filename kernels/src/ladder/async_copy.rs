@@ -23,7 +23,7 @@
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each, warp-tiled as in
 //! [`warp_tile`](crate::ladder::warp_tile)), `C` written through shared memory.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, WARPS_N, smem_bytes};
 
 /// Tiles in flight or being computed.
@@ -41,7 +41,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(STAGES * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

@@ -9,7 +9,7 @@
 //! Tile: 64x64 of `C`, `K` step 8, 512 threads, 4 KiB of shared memory. Edges: predicated
 //! loads put zeros outside the matrices; stores are guarded.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 64;
@@ -31,7 +31,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: (BM * BK + BK * BN) * 4,
     min_blocks_per_sm: 0,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

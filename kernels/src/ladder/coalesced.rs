@@ -8,7 +8,7 @@
 //!
 //! Tile: 32x32 elements of `C` per 32x32-thread block. Edges: threads outside `C` do nothing.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Launch configuration of [`sgemm_coalesced`](self).
 pub const SPEC: KernelSpec = KernelSpec {
@@ -22,7 +22,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: 0,
     min_blocks_per_sm: 0,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

@@ -29,7 +29,7 @@
 //! Tile: 128 x 128 of `C`, `K` step 8, 256 threads (8 x 8 outputs each), 128 registers (two
 //! blocks per SM, `.minnctapersm 2`), no local memory.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 use crate::ladder::warp_tile::{BK, BM, BN, STAGE, THREADS, WARPS_N, smem_bytes};
 
 /// Launch configuration of [`sgemm_double_buffered`](self).
@@ -44,7 +44,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

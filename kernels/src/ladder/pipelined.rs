@@ -26,7 +26,7 @@
 //! 0..4, and before a tile's last step the next tile is waited for and published (one barrier
 //! per tile) and its first `A` rows and `B` columns load during the last products.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -57,7 +57,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

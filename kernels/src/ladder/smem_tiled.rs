@@ -11,7 +11,7 @@
 //! `ld.global.nc` ([`ld_global_nc_f32`](crate::infra::ptx::ld_global_nc_f32)), so any `M`, `N`, `K`
 //! works with the same loop; threads outside `C` skip the store.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Depth of the `K` step: how many columns of `A` (rows of `B`) one shared-memory tile holds.
 pub const TILE_K: u32 = 32;
@@ -28,7 +28,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: (32 * TILE_K + TILE_K * 32) * 4,
     min_blocks_per_sm: 0,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

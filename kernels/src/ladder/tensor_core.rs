@@ -28,13 +28,13 @@
 //! `(g, t)` reads bank `4g + t`; `B` rows 136: bank `8t + g`). Tiles arrive by `cp.async` in a
 //! 3-stage pipeline with one barrier per 32-deep tile (as in [`pipelined`](crate::ladder::pipelined));
 //! two blocks per SM. Every copy is 16 bytes: there is no 4-byte variant, the host pads
-//! operands whose rows are not a multiple of 4 floats ([`pad`](crate::helpers::pad), `vec4_only`).
+//! operands whose rows are not a multiple of 4 floats ([`pad`](crate::helpers::pad), `padding`).
 //! `K` can be split across `blockIdx.z` as in [`split_k`](crate::production::split_k).
 //!
 //! `C` is written from the accumulators directly: a lane holds 2 adjacent columns of 2 rows
 //! per product, so a warp's store writes 8 rows of 32 bytes each, whole sectors.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 const BM: u32 = 128;
@@ -72,7 +72,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 2,
     k_slices: Some(BM),
-    vec4_only: true,
+    padding: Padding::Always,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,
@@ -182,7 +182,7 @@ mod device_code {
         |stage: u32, k0: u32| {
             // SAFETY: the guards admit only 4-vectors inside A and B (the rest is zero-filled):
             // lda, ldb and k are multiples of 4, a and b 16-byte aligned, and B's rows readable
-            // up to n rounded up to 4 (the host's padding, SPEC.vec4_only); B's columns from n
+            // up to n rounded up to 4 (the host's padding, `SPEC.padding`); B's columns from n
             // on reach only C's columns from n on, which are not written. The stage is not
             // read until this group is waited for and a barrier passed.
             unsafe {
@@ -288,7 +288,7 @@ mod device_code {
         /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// with 16-byte copies only: the host launches it with `a` and `b` 16-byte aligned,
         /// `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up to `n`
-        /// rounded up to 4 columns (`SPEC.vec4_only`: it pads operands that are not so).
+        /// rounded up to 4 columns (`SPEC.padding`: it pads operands that are not so).
         sgemm_tensor_core => gemm
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! Tile: 128x128 of `C`, `K` step 8, 256 threads (8x8 outputs each), 8 KiB of shared memory.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 128;
@@ -37,7 +37,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: (BK * BM + BK * BN) * 4,
     min_blocks_per_sm: 0,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

@@ -4,7 +4,7 @@
 //! The same body as `double_buffered` ([`warp_tile`](crate::ladder::warp_tile) with `R = 16`): each
 //! thread loads two 4-vectors of `A` per tile (rows 128 apart) and one of `B`.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 use crate::ladder::warp_tile::{BK, BN, THREADS, WARPS_N, bm, smem_bytes, stage};
 
 /// Accumulator rows per lane.
@@ -22,7 +22,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R, WARPS_N as usize), WARPS_N as usize),
     min_blocks_per_sm: 1,
     k_slices: None,
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,

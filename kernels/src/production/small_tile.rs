@@ -22,7 +22,7 @@
 //! Like [`split_k`](crate::production::split_k) it takes the K slices of a split-K launch as a
 //! batch, so the host splits `K` for it by the same rule when its tiles do not fill the GPU.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 use crate::ladder::warp_tile::{BK, bm, bn, smem_bytes, stage, threads};
 
 /// Accumulator rows per lane.
@@ -42,7 +42,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: smem_bytes(2 * stage(R, WN), WN),
     min_blocks_per_sm: 4,
     k_slices: Some(bm(R)),
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,

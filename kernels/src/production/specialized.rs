@@ -41,11 +41,15 @@
 //! outside the window they multiply the tile again with `warpgroup`'s scaled loop (as a team
 //! of their own, on a named barrier). The epilogue is `warpgroup`'s.
 //!
+//! Two entries: the producers copy 16 bytes at a time where the operands allow it (aligned,
+//! rows a multiple of 4 floats long), else 4 bytes at a time, so no operand is ever copied into
+//! a padded buffer first ([`RawCopy`](crate::production::warpgroup)); the rest is the same code.
+//!
 //! Block: 512 threads, 128 x 128 of `C`; one block per SM.
 //!
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
-use crate::infra::launch::KernelSpec;
+use crate::infra::launch::{KernelSpec, Padding};
 use crate::production::warpgroup::{self, BK, BM, BN, SMEM_BYTES, STAGE, THREADS};
 
 /// Threads of the producer warpgroups (thread indices `0..PRODUCERS`): `warpgroup`'s team of
@@ -71,10 +75,16 @@ const BARRIERS: u32 = {
 const HANDOFF_BYTES: u32 = 5 * 8;
 
 /// Launch configuration of [`sgemm_specialized`](self): `warpgroup`'s (tile, one block per SM,
-/// K slices, 16-byte copies only, sm_90a) with its own block and shared memory.
+/// K slices, sm_90a) with its own block and shared memory, and two entries: 4-byte copies
+/// (any operand) and 16-byte copies.
 pub const SPEC: KernelSpec = KernelSpec {
     name: "specialized",
     entry: "sgemm_specialized",
+    vec4_entry: Some("sgemm_specialized_vec4"),
+    // The 4-byte copies slow a product that fills the GPU by about a third (the producers
+    // issue four times the copies), and the padding copies run at the memory's rate: they break
+    // even at about 450 multiply-adds per copied element (docs/performance-notes.md).
+    padding: Padding::Above(450),
     summary: "warpgroup's 3xTF32 tile, warp-specialized: producers copy and split B, consumers take A into registers",
     block: (PRODUCERS + CONSUMERS, 1),
     smem_bytes: BARRIERS + HANDOFF_BYTES,
@@ -157,10 +167,15 @@ mod device_code {
     /// # Safety
     /// The GEMM contract; thread `ptid` of the producers, all of which call it.
     #[inline(always)]
-    unsafe fn produce(args: &GemmArgs, base: SharedAddr, handoff: Handoff, ptid: u32) -> bool {
+    unsafe fn produce<const VEC4: bool>(
+        args: &GemmArgs,
+        base: SharedAddr,
+        handoff: Handoff,
+        ptid: u32,
+    ) -> bool {
         let GemmArgs { n, k, .. } = *args;
         let col0 = tile_origin().1;
-        let mut copies = RawCopy::new(args, base, ptid);
+        let mut copies = RawCopy::<VEC4>::new(args, base, ptid);
 
         // The split of a raw B tile: thread ptid takes column r of the tile and the pieces c =
         // ptid / 128 + 2 j along K. Piece c of a column holds logical positions 4 (c % 2)..+4
@@ -318,12 +333,14 @@ mod device_code {
     }
 
     /// The GEMM of this block's tile: the producers' and the consumers' loops; when a value
-    /// was outside the window, the consumers' scaled loop; then the consumers' epilogue.
+    /// was outside the window, the consumers' scaled loop; then the consumers' epilogue. The
+    /// tiles are copied 16 bytes at a time when `VEC4` ([`RawCopy`]), else 4.
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); with `VEC4`, `RawCopy`'s
+    /// 16-byte conditions.
     #[inline(always)]
-    unsafe fn gemm(args: GemmArgs) {
+    unsafe fn gemm<const VEC4: bool>(args: GemmArgs) {
         let tid = thread_x();
         let smem = dynamic_shared_f32();
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
@@ -349,7 +366,7 @@ mod device_code {
         unsafe {
             if tid < PRODUCERS {
                 setmaxnreg_dec::<PRODUCER_REGS>();
-                if produce(&args, base, handoff, tid) {
+                if produce::<VEC4>(&args, base, handoff, tid) {
                     red_shared_or(handoff.outside(), 1);
                 }
                 // The report and the drained copies happen before the consumers pass.
@@ -364,7 +381,7 @@ mod device_code {
                 if bar_red_or_named::<SCALED_BAR, CONSUMERS>(outside) {
                     // The consumers are warpgroup's team of two warpgroups, on a barrier of
                     // their own; the producers no longer touch shared memory.
-                    multiply::<true, SCALED_BAR>(&args, &mut acc, ctid);
+                    multiply::<true, SCALED_BAR, VEC4>(&args, &mut acc, ctid);
                 }
                 store_tile(&args, &acc, ctid);
             }
@@ -373,8 +390,14 @@ mod device_code {
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
-        /// warp-specialized `wgmma` with 16-byte copies only: launched as `sgemm_warpgroup`
-        /// (`SPEC.vec4_only`).
-        sgemm_specialized => gemm
+        /// warp-specialized `wgmma`, the tiles copied 4 bytes at a time: any pointer, any `ld`.
+        sgemm_specialized => gemm::<false>
+    }
+
+    gemm_entry! { production:
+        /// As `sgemm_specialized` with 16-byte copies: the host launches it only when `a` and
+        /// `b` are 16-byte aligned and `lda`, `ldb`, `k` (the slice depth) and `n` multiples
+        /// of 4.
+        sgemm_specialized_vec4 => gemm::<true>
     }
 }

@@ -32,7 +32,7 @@
 //! Like [`small_tile`](crate::production::small_tile) it takes the K slices of a split-K
 //! launch as a batch.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block.
 const BM: u32 = 32;
@@ -65,7 +65,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 8,
     // Slices as deep as `small_tile`'s: a 64-deep product is not worth a second launch.
     k_slices: Some(64),
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,

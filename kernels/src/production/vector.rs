@@ -47,7 +47,7 @@
 //! accumulate along (a chain's error grows with its length), and both are fixed orders, so the
 //! result does not vary from run to run. `C` is not read when `beta == 0`.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Outputs per block, threads per output.
 const LANES: u32 = 32;
@@ -73,7 +73,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     // their latency, which more warps hide.
     min_blocks_per_sm: 2,
     k_slices: Some(SLICE),
-    vec4_only: false,
+    padding: Padding::Never,
     arch: None,
     module: Module::Production,
     shapes: Shapes::Vector,

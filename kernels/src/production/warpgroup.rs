@@ -37,13 +37,13 @@
 //! (`A` rows padded to 36 floats, `B` rows to 136, so the split reads are conflict-free) and 2
 //! split sets of 64 KiB, 198 KiB in all, one block per SM. Non-finite results are recomputed
 //! exactly as in `tensor_core`, and `K` can be split across `blockIdx.z` by the same
-//! convention; the host pads operands whose rows are not a multiple of 4 floats (`vec4_only`).
+//! convention; the host pads operands whose rows are not a multiple of 4 floats (`padding`).
 //!
 //! The instructions exist only on sm_90a (H100, H200), so the kernel is only in that module.
 //!
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
-use crate::infra::launch::{KernelSpec, Module, Shapes};
+use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 
 /// Rows and columns of `C` per block, and the `K` depth of a tile.
 pub(crate) const BM: u32 = 128;
@@ -86,7 +86,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: SMEM_BYTES,
     min_blocks_per_sm: 1,
     k_slices: Some(BM),
-    vec4_only: true,
+    padding: Padding::Always,
     arch: Some("sm_90a"),
     module: Module::Production,
     shapes: Shapes::Any,
@@ -136,9 +136,9 @@ pub(crate) mod device_code {
     };
     use crate::infra::device::*;
     use crate::infra::ptx::{
-        F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_cg_16,
+        F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_ca_4, cp_async_cg_16,
         cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
-        ld_shared_v4_f32, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
+        ld_shared_v4_f32, opaque_u64, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
         wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
     use crate::production::scaling;
@@ -217,13 +217,21 @@ pub(crate) mod device_code {
     }
 
     /// The `cp.async` copies of a block's raw tiles, `BK` deep, by a team of [`THREADS`]
-    /// threads, into raw stages of `A` (`[BM][A_LD]`) and then `B` (`[BK][B_LD]`): thread `tid`
-    /// copies rows `tid / 8 + 32 v` of the `A` tile, the 4-vector at `k` `tid % 8 * 4`, and
-    /// rows `tid / 32 + 8 i` of the `B` tile, columns `tid % 32 * 4..+4`. So each warp's copy
-    /// reads whole 128-byte lines of global memory (4 rows of `A`, one row of `B`) and writes
-    /// each 8 lanes' 128 bytes into distinct banks. Elements outside `A` and `B` are zero-filled,
-    /// never read.
-    pub(crate) struct RawCopy {
+    /// threads, into raw stages of `A` (`[BM][A_LD]`) and then `B` (`[BK][B_LD]`), `W` floats a
+    /// copy: 16 bytes (`VEC4`) or 4. A row of the `A` tile is `BK / W` threads' copies and a row
+    /// of the `B` tile `BN / W`; consecutive threads copy consecutive pieces of a row, and the
+    /// team's next rows follow. With 16 bytes, thread `tid` copies rows `tid / 8 + 32 v` of the
+    /// `A` tile (the 4-vector at `k` `tid % 8 * 4`) and rows `tid / 32 + 8 i` of the `B` tile
+    /// (columns `tid % 32 * 4..+4`); with 4 bytes, rows `tid / 32 + 8 v` of `A` (`k` `tid % 32`)
+    /// and rows `tid / 128 + 2 i` of `B` (column `tid % 128`). Either way each warp's copy reads
+    /// whole 128-byte lines of global memory when the rows are aligned and writes consecutive
+    /// shared words (no bank conflicts). Elements outside `A` and `B` are zero-filled, never
+    /// read.
+    ///
+    /// The 16-byte copies need what the host's 16-byte entry conditions give (`a` and `b`
+    /// 16-byte aligned, `lda`, `ldb`, `k` multiples of 4, `B` readable up to `n` rounded up to
+    /// 4 columns); the 4-byte ones take any operand.
+    pub(crate) struct RawCopy<const VEC4: bool> {
         k: u32,
         ldb: u32,
         a_k: u32,
@@ -238,11 +246,13 @@ pub(crate) mod device_code {
         b_dst: SharedAddr,
     }
 
-    impl RawCopy {
+    impl<const VEC4: bool> RawCopy<VEC4> {
+        /// Floats per copy.
+        const W: u32 = if VEC4 { 4 } else { 1 };
         /// Rows of the `A` tile between one thread's copies.
-        const A_ROW_STEP: u32 = THREADS / (BK / 4);
+        const A_ROW_STEP: u32 = THREADS / (BK / Self::W);
         /// Rows of the `B` tile between one thread's copies.
-        const B_ROW_STEP: u32 = THREADS / (BN / 4);
+        const B_ROW_STEP: u32 = THREADS / (BN / Self::W);
 
         /// Thread `tid`'s copies of this block's tiles, into stages at byte offsets from `raw`;
         /// the first copies tile 0.
@@ -250,8 +260,8 @@ pub(crate) mod device_code {
         pub(crate) fn new(args: &GemmArgs, raw: SharedAddr, tid: u32) -> Self {
             let GemmArgs { m, n, k, a, lda, b, ldb, .. } = *args;
             let (row0, col0) = tile_origin();
-            let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
-            let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
+            let (a_row, a_k) = (tid / (BK / Self::W), tid % (BK / Self::W) * Self::W);
+            let (b_k, b_col) = (tid / (BN / Self::W), tid % (BN / Self::W) * Self::W);
             Self {
                 k,
                 ldb,
@@ -271,30 +281,45 @@ pub(crate) mod device_code {
         /// `stage`, as one `cp.async` group (zero-filled past `K`).
         ///
         /// # Safety
-        /// The GEMM contract, under the host's padding (`SPEC.vec4_only`): the guards admit only
-        /// 4-vectors inside `A` and `B`. No thread reads or writes the stage until this group is
-        /// waited for and a barrier (or a handoff) passed after it.
+        /// The GEMM contract; with `VEC4`, the 16-byte conditions above: the guards then admit
+        /// only 4-vectors inside `A` and `B`. No thread reads or writes the stage until this
+        /// group is waited for and a barrier (or a handoff) passed after it.
         #[inline(always)]
         pub(crate) unsafe fn tile(&mut self, stage: u32, k0: u32) {
             let Self { k, lda, ldb, a_k, b_k, a_rows_left, b_col_ok, a_ptr, b_ptr, a_dst, b_dst } = *self;
-            unsafe {
-                let a_k_ok = k0 + a_k < k;
-                for v in 0..BM / Self::A_ROW_STEP {
-                    // Each row's address from the tile's: a running pointer would wait for
-                    // the previous copy to have read its address register.
-                    let row = Self::A_ROW_STEP * v;
-                    let ok = a_k_ok && row < a_rows_left;
-                    let src = a_ptr.wrapping_add(offset(row, 0, lda));
-                    cp_async_cg_16(a_dst.offset_bytes(stage + row * A_LD * 4), src, ok);
+            // SAFETY: the contract; each guard admits only elements inside A and B.
+            let copy = |dst: SharedAddr, src: *const f32, ok: bool| unsafe {
+                if VEC4 { cp_async_cg_16(dst, src, ok) } else { cp_async_ca_4(dst, src, ok) }
+            };
+            let a_k_ok = k0 + a_k < k;
+            // The 16-byte copies compute each row's address from the tile's: a running pointer
+            // would wait for the previous copy to have read its address register. The 4-byte
+            // ones, four times as many, step one by an opaque step and compare their rows with
+            // an opaque bound, or the compiler keeps every copy's address and row guard in
+            // registers of its own across the loop (the producers have 40).
+            let a_rows_left = if VEC4 { a_rows_left } else { opaque_u64(a_rows_left as u64) as u32 };
+            let a_step = opaque_u64(Self::A_ROW_STEP as u64 * lda as u64) as usize;
+            let mut src = a_ptr;
+            for v in 0..BM / Self::A_ROW_STEP {
+                let row = Self::A_ROW_STEP * v;
+                let ok = a_k_ok && row < a_rows_left;
+                if VEC4 {
+                    src = a_ptr.wrapping_add(offset(row, 0, lda));
                 }
-                let mut src = b_ptr;
-                for i in 0..BK / Self::B_ROW_STEP {
-                    let ok = k0 + b_k + Self::B_ROW_STEP * i < k && b_col_ok;
-                    cp_async_cg_16(b_dst.offset_bytes(stage + i * Self::B_ROW_STEP * B_LD * 4), src, ok);
-                    src = src.wrapping_add(Self::B_ROW_STEP as usize * ldb as usize);
-                }
-                cp_async_commit_group();
+                copy(a_dst.offset_bytes(stage + row * A_LD * 4), src, ok);
+                src = src.wrapping_add(a_step);
             }
+            let b_step = Self::B_ROW_STEP as usize * ldb as usize;
+            let b_step = if VEC4 { b_step } else { opaque_u64(b_step as u64) as usize };
+            let mut src = b_ptr;
+            for i in 0..BK / Self::B_ROW_STEP {
+                let row = Self::B_ROW_STEP * i;
+                let ok = k0 + b_k + row < k && b_col_ok;
+                copy(b_dst.offset_bytes(stage + row * B_LD * 4), src, ok);
+                src = src.wrapping_add(b_step);
+            }
+            // SAFETY: closes this tile's group.
+            unsafe { cp_async_commit_group() };
             self.a_ptr = a_ptr.wrapping_add(BK as usize);
             self.b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
         }
@@ -309,13 +334,14 @@ pub(crate) mod device_code {
     ///
     /// The team is `THREADS` threads numbered `tid` (two warpgroups, whole warps in order),
     /// synchronized by named barrier `BAR` (0 when they are the whole block).
+    /// `VEC4`: the tiles are copied 16 bytes at a time ([`RawCopy`]'s conditions), else 4.
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); every thread of the
     /// team calls it together; no other thread uses barrier `BAR` or the tile loop's shared
     /// memory meanwhile.
     #[inline(always)]
-    pub(crate) unsafe fn multiply<const SCALED: bool, const BAR: u32>(
+    pub(crate) unsafe fn multiply<const SCALED: bool, const BAR: u32, const VEC4: bool>(
         args: &GemmArgs,
         acc: &mut [f32; 64],
         tid: u32,
@@ -330,7 +356,7 @@ pub(crate) mod device_code {
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
         let raw = base.offset_bytes(2 * SPLIT);
-        let mut copies = RawCopy::new(args, raw, tid);
+        let mut copies = RawCopy::<VEC4>::new(args, raw, tid);
         // SAFETY: the loop's protocol: a stage is refilled only after the barrier that ends
         // the split of the tile it held.
         let mut copy_tile = |stage: u32, k0: u32| unsafe { copies.tile(stage, k0) };
@@ -539,8 +565,8 @@ pub(crate) mod device_code {
         // SAFETY: the contract; the whole block is the team (barrier 0), every thread runs
         // both calls, or neither of the second.
         unsafe {
-            if !multiply::<false, 0>(&args, &mut acc, tid) {
-                multiply::<true, 0>(&args, &mut acc, tid);
+            if !multiply::<false, 0, true>(&args, &mut acc, tid) {
+                multiply::<true, 0, true>(&args, &mut acc, tid);
             }
             store_tile(&args, &acc, tid);
         }
@@ -610,7 +636,7 @@ pub(crate) mod device_code {
         /// `C = alpha * A * B + beta * C` for one batch member (or K slice) per `blockIdx.z`,
         /// on `wgmma` with 16-byte copies only: the host launches it with `a` and `b` 16-byte
         /// aligned, `lda`, `ldb` and `k` (the slice depth) multiples of 4, and `B` readable up
-        /// to `n` rounded up to 4 columns (`SPEC.vec4_only`).
+        /// to `n` rounded up to 4 columns (`SPEC.padding`).
         sgemm_warpgroup => gemm
     }
 }
