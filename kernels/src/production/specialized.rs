@@ -81,9 +81,8 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "specialized",
     entry: "sgemm_specialized",
     vec4_entry: Some("sgemm_specialized_vec4"),
-    // The 4-byte copies slow a product that fills the GPU by about a third (the producers
-    // issue four times the copies), and the padding copies run at the memory's rate: they break
-    // even at about 450 multiply-adds per copied element (docs/performance-notes.md).
+    // Where the padding copies' traffic and the 4-byte copies' slower loop cost the same (the
+    // measurements behind it: docs/performance-notes.md, "Shapes nobody listed").
     padding: Padding::Above(450),
     summary: "warpgroup's 3xTF32 tile, warp-specialized: producers copy and split B, consumers take A into registers",
     block: (PRODUCERS + CONSUMERS, 1),

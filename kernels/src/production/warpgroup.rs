@@ -292,25 +292,25 @@ pub(crate) mod device_code {
                 if VEC4 { cp_async_cg_16(dst, src, ok) } else { cp_async_ca_4(dst, src, ok) }
             };
             let a_k_ok = k0 + a_k < k;
-            // The 16-byte copies compute each row's address from the tile's: a running pointer
-            // would wait for the previous copy to have read its address register. The 4-byte
-            // ones, four times as many, step one by an opaque step and compare their rows with
-            // an opaque bound, or the compiler keeps every copy's address and row guard in
-            // registers of its own across the loop (the producers have 40).
-            let a_rows_left = if VEC4 { a_rows_left } else { opaque_u64(a_rows_left as u64) as u32 };
-            let a_step = opaque_u64(Self::A_ROW_STEP as u64 * lda as u64) as usize;
+            // The 16-byte copies compute each row's address of A from the tile's: a running
+            // pointer would wait for the previous copy to have read its address register. The
+            // 4-byte ones, four times as many, step a pointer by an opaque step and compare
+            // rows with an opaque bound, or the compiler keeps every copy's address and row
+            // guard in registers of its own across the loop (the producers have 40).
+            let opaque = |x: usize| if VEC4 { x } else { opaque_u64(x as u64) as usize };
+            let a_rows_left = opaque(a_rows_left as usize) as u32;
+            let (a_step, b_step) = (
+                opaque(Self::A_ROW_STEP as usize * lda as usize),
+                opaque(Self::B_ROW_STEP as usize * ldb as usize),
+            );
             let mut src = a_ptr;
             for v in 0..BM / Self::A_ROW_STEP {
                 let row = Self::A_ROW_STEP * v;
                 let ok = a_k_ok && row < a_rows_left;
-                if VEC4 {
-                    src = a_ptr.wrapping_add(offset(row, 0, lda));
-                }
-                copy(a_dst.offset_bytes(stage + row * A_LD * 4), src, ok);
+                let at = if VEC4 { a_ptr.wrapping_add(offset(row, 0, lda)) } else { src };
+                copy(a_dst.offset_bytes(stage + row * A_LD * 4), at, ok);
                 src = src.wrapping_add(a_step);
             }
-            let b_step = Self::B_ROW_STEP as usize * ldb as usize;
-            let b_step = if VEC4 { b_step } else { opaque_u64(b_step as u64) as usize };
             let mut src = b_ptr;
             for i in 0..BK / Self::B_ROW_STEP {
                 let row = Self::B_ROW_STEP * i;
