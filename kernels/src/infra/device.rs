@@ -168,6 +168,20 @@ pub fn c_pairs_aligned(args: &GemmArgs) -> bool {
     args.c as usize % 8 == 0 && args.ldc % 2 == 0
 }
 
+/// Whether every row of `C` starts on a 32-byte sector (`c` 32-byte aligned, `ldc` a multiple
+/// of 8), so that 8 consecutive outputs from a multiple of 8 fill one sector.
+#[inline(always)]
+pub fn c_rows_on_sectors(args: &GemmArgs) -> bool {
+    args.c as usize % 32 == 0 && args.ldc % 8 == 0
+}
+
+/// Whether every row of `C` starts 16-byte aligned (`c` 16-byte aligned, `ldc` a multiple of
+/// 4), so that runs of 4 outputs from a multiple of 4 may use 16-byte accesses.
+#[inline(always)]
+pub fn c_rows_aligned(args: &GemmArgs) -> bool {
+    args.c as usize % 16 == 0 && args.ldc % 4 == 0
+}
+
 /// [`update_c`] for the two adjacent outputs `C[row][col]` and `C[row][col + 1]`, which get
 /// `alpha * x[i] + beta * C` (`C` not read when `BETA_ZERO`; the caller passes
 /// `BETA_ZERO == (beta == 0)`): one 8-byte load and store when `ALIGNED`, else two 4-byte

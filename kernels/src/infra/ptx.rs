@@ -46,6 +46,17 @@ impl SharedAddr {
         Self(addr)
     }
 
+    /// The same address through a move the compiler neither sees through nor moves: derived
+    /// from a value that is live anyway, it does not keep the value it was computed from live
+    /// until its use.
+    #[inline(always)]
+    pub fn opaque(self) -> Self {
+        let y: u32;
+        // SAFETY: a register move; without `pure`, it stays where it is written.
+        unsafe { asm!("mov.b32 {y}, {x};", y = out(reg32) y, x = in(reg32) self.0, options(nomem, nostack)) }
+        Self(y)
+    }
+
     /// The address `bytes` further on.
     #[inline(always)]
     pub const fn offset_bytes(self, bytes: u32) -> Self {
@@ -192,6 +203,49 @@ pub unsafe fn st_global_v2_f32(ptr: *mut f32, v: [f32; 2]) {
     }
 }
 
+/// `ld.global.v4.f32`: loads four consecutive floats in one 16-byte access (`LDG.E.128`),
+/// through the coherent path (the kernel may have written them).
+///
+/// # Safety
+/// `ptr` must be a valid global address of four floats, aligned to 16 bytes.
+#[inline(always)]
+pub unsafe fn ld_global_v4_f32(ptr: *const f32) -> F32x4 {
+    let (x, y, z, w): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "ld.global.v4.f32 {{{x}, {y}, {z}, {w}}}, [{ptr}];",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            ptr = in(reg64) ptr,
+            options(nostack, readonly),
+        );
+    }
+    F32x4([x, y, z, w])
+}
+
+/// `st.global.v4.f32`: stores four consecutive floats in one 16-byte access (`STG.E.128`).
+///
+/// # Safety
+/// `ptr` must be a valid global address of four floats, aligned to 16 bytes, that no other
+/// thread accesses while the kernel runs.
+#[inline(always)]
+pub unsafe fn st_global_v4_f32(ptr: *mut f32, v: F32x4) {
+    let [x, y, z, w] = v.0;
+    unsafe {
+        asm!(
+            "st.global.v4.f32 [{ptr}], {{{x}, {y}, {z}, {w}}};",
+            ptr = in(reg64) ptr,
+            x = in(reg32) x,
+            y = in(reg32) y,
+            z = in(reg32) z,
+            w = in(reg32) w,
+            options(nostack),
+        );
+    }
+}
+
 /// `st.shared.v4.f32`: stores four floats to shared memory in one instruction (`STS.128`).
 ///
 /// # Safety
@@ -208,6 +262,25 @@ pub unsafe fn st_shared_v4_f32(addr: SharedAddr, v: F32x4) {
             y = in(reg32) y,
             z = in(reg32) z,
             w = in(reg32) w,
+            options(nostack),
+        );
+    }
+}
+
+/// `st.shared.v2.f32`: stores two floats to shared memory in one instruction (`STS.64`).
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned address inside this block's shared memory allocation,
+/// and no other thread may access those 8 bytes until the next barrier.
+#[inline(always)]
+pub unsafe fn st_shared_v2_f32(addr: SharedAddr, v: [f32; 2]) {
+    let [x, y] = v;
+    unsafe {
+        asm!(
+            "st.shared.v2.f32 [{a}], {{{x}, {y}}};",
+            a = in(reg32) addr.0,
+            x = in(reg32) x,
+            y = in(reg32) y,
             options(nostack),
         );
     }
@@ -440,6 +513,29 @@ pub unsafe fn setmaxnreg_inc<const REGS: u32>() {
 #[inline(always)]
 pub unsafe fn sync_warp() {
     unsafe { asm!("bar.warp.sync -1;", options(nostack)) }
+}
+
+/// `vote.sync.all.pred`: whether `pred` is true in every thread of the warp.
+///
+/// # Safety
+/// All 32 threads of the warp must execute it (the kernels call it with no divergence).
+#[inline(always)]
+pub unsafe fn vote_all(pred: bool) -> bool {
+    let all: u32;
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p, q;",
+            "setp.ne.u32 p, {x}, 0;",
+            "vote.sync.all.pred q, p, -1;",
+            "selp.u32 {r}, 1, 0, q;",
+            "}}",
+            x = in(reg32) u32::from(pred),
+            r = out(reg32) all,
+            options(nostack),
+        );
+    }
+    all != 0
 }
 
 /// `shfl.sync.bfly.b32`: the value `x` of the lane whose index is this lane's XOR `mask`

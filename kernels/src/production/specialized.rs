@@ -50,7 +50,7 @@
 //! Measurements, profiles and the attempts that did not help: `docs/performance-notes.md`.
 
 use crate::infra::launch::{KernelSpec, Padding};
-use crate::production::warpgroup::{self, BK, BM, BN, SMEM_BYTES, STAGE, THREADS};
+use crate::production::warpgroup::{self, BK, BM, BN, SMEM_BYTES, STAGE, STAGED_BYTES, THREADS};
 
 /// Threads of the producer warpgroups (thread indices `0..PRODUCERS`): `warpgroup`'s team of
 /// two, whose copies ([`RawCopy`](crate::production::warpgroup)) they run.
@@ -91,8 +91,13 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 const _: () = assert!(
-    BARRIERS.is_multiple_of(8) && CONSUMERS == THREADS && BK == 32 && BM == 128 && BN == 128,
-    "8-byte aligned mbarriers; the consumers are warpgroup's team for the scaled loop; the mappings below"
+    BARRIERS.is_multiple_of(8)
+        && CONSUMERS == THREADS
+        && BK == 32
+        && BM == 128
+        && BN == 128
+        && STAGED_BYTES <= BARRIERS,
+    "8-byte aligned mbarriers; the consumers are warpgroup's team for the scaled loop and the epilogue's staging; the mappings below"
 );
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
@@ -381,8 +386,15 @@ mod device_code {
                     // The consumers are warpgroup's team of two warpgroups, on a barrier of
                     // their own; the producers no longer touch shared memory.
                     multiply::<true, SCALED_BAR, VEC4>(&args, &mut acc, ctid);
+                    // Every consumer's last products have read shared memory.
+                    bar_sync_named::<SCALED_BAR, CONSUMERS>();
                 }
-                store_tile(&args, &acc, ctid);
+                // Shared memory is free (the producers left after their copies landed, every
+                // consumer's products completed), so the epilogue may stage C there. Its
+                // address comes from the barriers' (live through the loop): carried across
+                // the loop, `base` took the register that made ptxas spill.
+                let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
+                store_tile(&args, &acc, ctid, Some(staging));
             }
         }
     }

@@ -71,6 +71,15 @@ pub(crate) const STAGE: u32 = A_RAW + BK * B_LD * 4;
 /// indexed by the thread that split it.
 pub(crate) const SHIFTS: u32 = (BM + BN) * 4;
 
+/// Row stride, in floats, of a warp's staging area in [`store_tile`](self)'s staged path: 8
+/// banks past a multiple of 32, so the 8-byte stores of a half-warp (4 rows, 8 consecutive
+/// floats of each) fall in 32 distinct banks.
+pub(crate) const STAGED_LD: u32 = BN + 8;
+/// Bytes of one warp's staging area: its 16 rows of the tile.
+pub(crate) const STAGED_WARP: u32 = 16 * STAGED_LD * 4;
+/// Bytes of the staging areas of the tile's 8 warps.
+pub(crate) const STAGED_BYTES: u32 = THREADS / 32 * STAGED_WARP;
+
 /// Bytes of shared memory the tile loop uses: two split sets, the raw stages, two sets of shifts.
 pub(crate) const SMEM_BYTES: u32 = 2 * SPLIT + STAGES * STAGE + 2 * SHIFTS;
 
@@ -132,14 +141,16 @@ pub const fn round_tf32(x: f32) -> f32 {
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub(crate) mod device_code {
     use super::{
-        A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGES, THREADS, band_order, round_tf32,
+        A_LD, A_RAW, B_LD, BK, BM, BN, HALF, SHIFTS, SPLIT, STAGE, STAGED_LD, STAGED_WARP, STAGES, THREADS,
+        band_order, round_tf32,
     };
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_ca_4, cp_async_cg_16,
-        cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
-        ld_shared_v4_f32, opaque_u64, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
-        wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
+        cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_global_v4_f32,
+        ld_shared_f32, ld_shared_v4_f32, opaque_u64, st_global_v4_f32, st_shared_f32, st_shared_v2_f32,
+        st_shared_v4_f32, sync_warp, vote_all, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32,
+        wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
     use crate::production::scaling;
     use crate::production::window::WindowCheck;
@@ -568,27 +579,46 @@ pub(crate) mod device_code {
             if !multiply::<false, 0, true>(&args, &mut acc, tid) {
                 multiply::<true, 0, true>(&args, &mut acc, tid);
             }
-            store_tile(&args, &acc, tid);
+            store_tile(&args, &acc, tid, None);
         }
     }
 
     /// The epilogue: thread `tid` of the two warpgroups that multiplied the tile writes its
-    /// fragment `acc` to `C`. A fragment that lies inside `C` and is finite goes out as 32
-    /// column pairs ([`update_c_pair`]: no branch per element); any other one element by
-    /// element through [`store_exact`], which skips outputs outside `m x n` and recomputes
-    /// non-finite ones with `f32` FMAs.
+    /// fragment `acc` to `C`.
+    /// - Given a `staging` area, where the rows of `C` do not start on 32-byte sectors
+    ///   ([`c_rows_on_sectors`]), a warp whose 16 x 128 part of the tile lies inside `C` and
+    ///   is finite goes out through its part of the area ([`store_staged`]).
+    /// - Else a fragment that lies inside `C` and is finite goes out as 32 column pairs
+    ///   ([`update_c_pair`]: no branch per element).
+    /// - Any other one element by element through [`store_exact`], which skips outputs outside
+    ///   `m x n` and recomputes non-finite ones with `f32` FMAs.
     ///
     /// # Safety
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); every thread of the warp
+    /// calls it; `staging`, when given, is [`STAGED_BYTES`](super::STAGED_BYTES) of shared
+    /// memory that no thread but the tile's 256 (each in its own warp's part) touches until the
+    /// block's next barrier.
     #[inline(always)]
-    pub(crate) unsafe fn store_tile(args: &GemmArgs, acc: &[f32; 64], tid: u32) {
+    pub(crate) unsafe fn store_tile(args: &GemmArgs, acc: &[f32; 64], tid: u32, staging: Option<SharedAddr>) {
         let (row0, col0) = tile_origin();
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let (g, t4) = (lane / 4, lane % 4);
+        let first = row0 + 64 * group + 16 * warp;
+        let finite = all_finite(acc);
+        if let Some(staging) = staging
+            && !c_rows_on_sectors(args)
+            // SAFETY: the whole warp votes (the contract).
+            && unsafe { vote_all(first + 15 < args.m && col0 + BN <= args.n && finite) }
+        {
+            // SAFETY: the warp's own part of the area; its rows and the tile's columns lie
+            // inside C, every value finite (the vote).
+            unsafe { store_staged(args, acc, staging.offset_bytes(tid / 32 * STAGED_WARP), first, lane) };
+            return;
+        }
         // Element 4 j + e of the fragment is at row `top + 8 (e / 2)`, column
         // `left + 8 j + e % 2`: rows `top` and `top + 8`, columns `left ..= left + BN - 7`.
-        let (top, left) = (row0 + 64 * group + 16 * warp + g, col0 + 2 * t4);
-        if top + 8 < args.m && left + BN - 7 < args.n && all_finite(acc) {
+        let (top, left) = (first + g, col0 + 2 * t4);
+        if top + 8 < args.m && left + BN - 7 < args.n && finite {
             // SAFETY: the fragment lies inside C (just checked).
             unsafe {
                 match (args.beta == 0.0, c_pairs_aligned(args)) {
@@ -604,6 +634,57 @@ pub(crate) mod device_code {
                 let (row, col) = (top + 8 * (e / 2), left + 8 * j + e % 2);
                 // SAFETY: the GEMM contract.
                 unsafe { store_exact(args, row, col, x) };
+            }
+        }
+    }
+
+    /// [`store_tile`]'s path for a `C` whose rows do not start on 32-byte sectors: the
+    /// fragments' own layout writes runs of 8 floats on 8 rows per instruction, and on such a
+    /// `C` each of those runs straddles two sectors. Here the warp of lane `lane` writes its
+    /// 16 x 128 part of the fragments to `area`, then rows `first..first + 16` of `C` one at a
+    /// time, each row's 128 outputs as one 16-byte run a lane where the rows of `C` are
+    /// 16-byte aligned ([`c_rows_aligned`]), else as four runs of 32 floats, one float a lane.
+    ///
+    /// # Safety
+    /// The GEMM contract; the whole warp calls it, with its rows `first..first + 16` and the
+    /// tile's columns inside `C`; `area` is [`STAGED_WARP`] bytes of shared memory that no
+    /// other warp touches meanwhile.
+    #[inline(always)]
+    unsafe fn store_staged(args: &GemmArgs, acc: &[f32; 64], area: SharedAddr, first: u32, lane: u32) {
+        let col0 = tile_origin().1;
+        let (g, t4) = (lane / 4, lane % 4);
+        for j in 0..BN / 8 {
+            for h in 0..2 {
+                let i = (4 * j + 2 * h) as usize;
+                let at = ((g + 8 * h) * STAGED_LD + 8 * j + 2 * t4) * 4;
+                // SAFETY: inside the warp's area, 8-byte aligned.
+                unsafe { st_shared_v2_f32(area.offset_bytes(at), [acc[i], acc[i + 1]]) };
+            }
+        }
+        let GemmArgs { alpha, beta, c, ldc, .. } = *args;
+        let at = |r: u32, col: u32| area.offset_bytes((r * STAGED_LD + col) * 4);
+        // SAFETY (the rest): the whole warp, which then reads what its lanes wrote; every
+        // output is inside C (the contract).
+        unsafe {
+            sync_warp();
+            if c_rows_aligned(args) {
+                for r in 0..16 {
+                    let x = ld_shared_v4_f32(at(r, 4 * lane)).0;
+                    let ptr = c.wrapping_add(offset(first + r, col0 + 4 * lane, ldc));
+                    let old = if beta == 0.0 { [0.0; 4] } else { ld_global_v4_f32(ptr).0 };
+                    let y = core::array::from_fn(|i| {
+                        if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) }
+                    });
+                    st_global_v4_f32(ptr, F32x4(y));
+                }
+            } else {
+                for r in 0..16 {
+                    for q in 0..BN / 32 {
+                        let col = 32 * q + lane;
+                        let x = ld_shared_f32(at(r, col));
+                        update_c(c.wrapping_add(offset(first + r, col0 + col, ldc)), alpha, x, beta);
+                    }
+                }
             }
         }
     }
