@@ -11,6 +11,7 @@
 //! builds and runs where there is no CUDA at all, and [`Gpu::new`] then says so as an error.
 
 mod batched;
+mod cost;
 mod dependent_launch;
 mod device_matrix;
 mod pinned;
@@ -208,11 +209,11 @@ pub const ACCURATE_KERNEL: &str = specialized::SPEC.name;
 /// [`ACCURATE_KERNEL`]: `f32` FMAs only, with `K` split across more blocks when the tiles
 /// alone do not fill the GPU.
 pub const STRICT_KERNEL: &str = split_k::SPEC.name;
-/// The kernel either policy runs instead of its tile kernel for products too small for that
-/// kernel's 128 x 128 tiles (see [`Gpu::chosen_for`]): `f32` FMAs on 64 x 64 tiles.
+/// A tile kernel either policy runs where it is predicted faster than the 128 x 128 tiles
+/// (see [`Gpu::chosen_for`]): `f32` FMAs on 64 x 64 tiles.
 pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
-/// The kernel either policy runs instead of [`SMALL_TILE_KERNEL`] where even its 64 x 64 tiles
-/// leave most SMs idle (see [`Gpu::chosen_for`]): `f32` FMAs on 32 x 32 tiles.
+/// A tile kernel either policy runs where it is predicted faster than the larger tiles (see
+/// [`Gpu::chosen_for`]): `f32` FMAs on 32 x 32 tiles.
 pub const TINY_TILE_KERNEL: &str = tiny_tile::SPEC.name;
 
 /// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: less
@@ -447,18 +448,13 @@ impl Gpu {
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
-    /// - the policy's tile kernel: under [`Precision::Accurate`], [`ACCURATE_KERNEL`] where the
-    ///   device has it, except on an inner dimension shallower than one of its `K` tiles
-    ///   (`k <=` [`SMALL_K`]); [`STRICT_KERNEL`] otherwise and under [`Precision::Strict`];
-    /// - but [`SMALL_TILE_KERNEL`] (`f32` FMAs on 64 x 64 tiles) instead of that tile kernel
-    ///   when the larger tiles would compute at least twice the outputs that the small tiles
-    ///   compute (more than twice for the tensor-core kernel, whose rate is about twice theirs:
-    ///   so a side of 64 goes to the small tile under [`STRICT_KERNEL`], and both sides of at
-    ///   most 64 under either), or when its blocks, counting the whole batch and the K slices
-    ///   split-K would add, fill less than two fifths of the GPU's resident slots for it;
-    /// - and [`TINY_TILE_KERNEL`] (`f32` FMAs on 32 x 32 tiles) instead of the small tile when
-    ///   the small tile's blocks, counted the same way, leave more than three quarters of the
-    ///   SMs without one.
+    /// - else the tile kernel of the policy that its cost model predicts to be fastest on the
+    ///   shape, the whole batch and the K slices split-K would add counted (`cost`): under
+    ///   [`Precision::Accurate`] one of [`ACCURATE_KERNEL`] where the device has it (not on an
+    ///   inner dimension shallower than one of its `K` tiles, `k <=` [`SMALL_K`]),
+    ///   [`STRICT_KERNEL`], [`SMALL_TILE_KERNEL`] (`f32` FMAs on 64 x 64 tiles) and
+    ///   [`TINY_TILE_KERNEL`] (on 32 x 32 tiles); under [`Precision::Strict`] one of the last
+    ///   three.
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
@@ -492,23 +488,23 @@ impl Gpu {
             Some(Skinny::FewRowsTall) => return &loaded.few_rows_tall,
             None => {}
         }
-        let policy = match self.precision {
-            Precision::Accurate if k > SMALL_K => loaded.accurate,
-            Precision::Accurate | Precision::Strict => loaded.strict,
+        // The policy's tile kernels: the `f32` FMA ones, and under `Accurate` the tensor-core
+        // kernel where the device has it, unless K is shallower than one of its tiles.
+        let tensor = match self.precision {
+            Precision::Accurate if k > SMALL_K && loaded.accurate != loaded.strict => Some(loaded.accurate),
+            _ => None,
         };
-        let tiled = &loaded.production[policy];
-        let small = &loaded.production[loaded.small_tile];
-        let tensor = policy != loaded.strict;
-        let (tiled_kernel, small_kernel) = (
-            TileKernel { spec: &tiled.spec, slots: self.slots(tiled) },
-            TileKernel { spec: &small.spec, slots: self.slots(small) },
-        );
-        match tile_kernel(batch, (m, n, k), tiled_kernel, tensor, small_kernel, loaded.info.sm_count as usize)
-        {
-            Tile::Tiled => tiled,
-            Tile::Small => small,
-            Tile::Tiny => &loaded.production[loaded.tiny_tile],
-        }
+        let sm_count = loaded.info.sm_count as usize;
+        let predicted = |&i: &usize| {
+            let kernel = &loaded.production[i];
+            cost::cost_of(kernel.spec.name).map_or(f64::INFINITY, |cost| {
+                cost.predict(&kernel.spec, self.slots(kernel), sm_count, batch, (m, n, k))
+            })
+        };
+        let fastest = (tensor.into_iter().chain([loaded.strict, loaded.small_tile, loaded.tiny_tile]))
+            .min_by(|a, b| predicted(a).total_cmp(&predicted(b)))
+            .unwrap_or(loaded.strict);
+        &loaded.production[fastest]
     }
 
     /// Resident blocks of `kernel` the GPU holds at once (`SMs x blocks per SM`).
@@ -1132,60 +1128,6 @@ fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> u
     }
 }
 
-/// A tile kernel as [`tile_kernel`] weighs it: its launch geometry and the resident blocks the
-/// GPU holds of it.
-#[derive(Clone, Copy)]
-struct TileKernel<'a> {
-    spec: &'a KernelSpec,
-    slots: usize,
-}
-
-/// The answer of [`tile_kernel`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tile {
-    /// The policy's tile kernel.
-    Tiled,
-    /// [`SMALL_TILE_KERNEL`].
-    Small,
-    /// [`TINY_TILE_KERNEL`].
-    Tiny,
-}
-
-/// The last rules of [`Gpu::chosen_for`], for a batch of `batch` row-major products `m x n x k`
-/// on a GPU of `sm_count` SMs: the policy's tile kernel `tiled` (`tensor`: on the tensor
-/// cores, at about twice the small tile's rate), the small tile `small`, or the tiny tile.
-/// - The tile kernel when it would not compute padding of at least twice the small tile's
-///   outputs (more than twice for the tensor-core kernel) and its blocks, counting the whole
-///   batch and the K slices split-K would add, fill at least two fifths of its resident slots.
-/// - Else the tiny tile when the small tile's blocks, counted the same way, leave more than
-///   three quarters of the SMs without one; else the small tile.
-fn tile_kernel(
-    batch: usize,
-    (m, n, k): (usize, usize, usize),
-    tiled: TileKernel,
-    tensor: bool,
-    small: TileKernel,
-    sm_count: usize,
-) -> Tile {
-    let padded = |spec: &KernelSpec| {
-        let (tm, tn) = (spec.tile.0 as usize, spec.tile.1 as usize);
-        m.next_multiple_of(tm) * n.next_multiple_of(tn)
-    };
-    let (tiled_padded, small_padded) = (padded(tiled.spec), padded(small.spec));
-    let wasteful = if tensor { tiled_padded > 2 * small_padded } else { tiled_padded >= 2 * small_padded };
-    let blocks = |kernel: TileKernel| {
-        let slices = if batch == 1 { slices_of(kernel.spec, kernel.slots, m, n, k) } else { 1 };
-        tiles(kernel.spec, m, n).saturating_mul(batch).saturating_mul(slices)
-    };
-    if !wasteful && 5 * blocks(tiled) >= 2 * tiled.slots {
-        Tile::Tiled
-    } else if 4 * blocks(small) < sm_count {
-        Tile::Tiny
-    } else {
-        Tile::Small
-    }
-}
-
 /// [`Gpu::k_slices`] for a grid of `tiles` blocks on `slots` resident ones, an inner dimension
 /// `k` and slices at least `shallowest` deep: 1 when the tiles fill the slots, else the count
 /// from 1 to [`MAX_SLICES`] whose waves are fullest (the fewest on a tie).
@@ -1224,43 +1166,6 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tile_kernels_go_where_their_tiles_and_grids_pay() {
-        use Tile::*;
-        // An H100's 132 SMs, with the blocks per SM the driver reports there.
-        let sms = 132;
-        let tensor = TileKernel { spec: &specialized::SPEC, slots: sms };
-        let ffma = TileKernel { spec: &split_k::SPEC, slots: 2 * sms };
-        let small = TileKernel { spec: &small_tile::SPEC, slots: 4 * sms };
-        for (batch, shape, on_tensor_cores, expected) in [
-            // Full grids of 128 x 128 tiles, small K included.
-            (1024, (512, 512, 64), true, Tiled),
-            (1, (4096, 4096, 16), false, Tiled),
-            (1, (4096, 4096, 64), true, Tiled),
-            // A side of 64: twice the small tile's outputs, which only the tensor cores afford.
-            (1, (4096, 64, 4096), true, Tiled),
-            (1, (4096, 64, 4096), false, Small),
-            (32, (512, 64, 512), true, Tiled),
-            // 64 x 64 members: four times the outputs.
-            (1024, (64, 64, 64), true, Small),
-            // Too few 128 x 128 blocks, enough 64 x 64 ones.
-            (32, (128, 128, 64), true, Small),
-            (1, (256, 256, 256), true, Small),
-            // Too few even of those: 32 x 32 tiles.
-            (32, (64, 64, 64), true, Tiny),
-            (8, (128, 128, 128), true, Tiny),
-            (1, (128, 128, 128), true, Tiny),
-            (1, (64, 64, 4096), true, Tiny),
-        ] {
-            let tiled = if on_tensor_cores { tensor } else { ffma };
-            assert_eq!(
-                tile_kernel(batch, shape, tiled, on_tensor_cores, small, sms),
-                expected,
-                "{batch} x {shape:?}, tensor cores: {on_tensor_cores}"
-            );
-        }
-    }
 
     #[test]
     fn thin_products_go_to_the_kernels_made_for_them() {

@@ -1,0 +1,182 @@
+//! The tile kernels' cost model: [`Gpu::chosen_for`](super::Gpu::chosen_for) runs whichever
+//! tile kernel of the policy it predicts to be fastest on the shape.
+//!
+//! A tile kernel launches `blocks = tiles x batch x slices` blocks (`slices`: the K slices
+//! split-K cuts a single product into, see `Gpu::k_slices`), each computing one tile of `C`
+//! over a depth `d = k / slices` of `K`. Its time is modeled, in microseconds, as
+//!
+//! ```text
+//! launch + split [slices > 1]
+//!   + waves x (per_wave + per_wave_depth x d / 32)        one block after another
+//!   + ceil(blocks / SMs) x per_sm_depth x d / 32           the SM's throughput, shared
+//!   + per_partial x slices m n [slices > 1] + per_output x m n
+//! ```
+//!
+//! - `waves = ceil(blocks / slots)` rounds of resident blocks (`slots`: `SMs x blocks per SM`).
+//!   Each round costs a block's fixed work (prologue, epilogue) and the latency of its chain of
+//!   `K` tiles, whatever the number of blocks in it.
+//! - The blocks an SM runs share its issue slots and pipes: beyond a block's own latency, an
+//!   SM with more blocks takes proportionally longer. This term is why a few deep blocks of
+//!   32 x 32 tiles, one an SM, beat two waves of 128 x 128 ones.
+//! - Split-K writes and reads `slices` partials of `m x n` and launches a reduction; every
+//!   product writes `C`.
+//!
+//! The coefficients were fitted (least squares on the relative error, none negative) to 106
+//! single products and 38 batches timed with each of the four kernels on an H100 (`docs/performance-notes.md`,
+//! "Choosing the tile kernel by predicted time"). On other GPUs the wave and SM counts come from
+//! the device and the coefficients keep their H100 values: what the choice needs is the
+//! kernels' ranking, which moves less from one GPU to another than their times.
+
+use sgemm_kernels::KernelSpec;
+use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
+
+use super::{slices_of, tiles};
+
+/// One tile kernel's coefficients (microseconds; the last two per million elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cost {
+    launch: f64,
+    split: f64,
+    per_wave: f64,
+    per_wave_depth: f64,
+    per_sm_depth: f64,
+    per_partial: f64,
+    per_output: f64,
+}
+
+/// The fitted coefficients of each tile kernel the automatic choice weighs.
+const COSTS: [(&str, Cost); 4] = [
+    (
+        specialized::SPEC.name,
+        Cost {
+            launch: 5.954,
+            split: 4.855,
+            per_wave: 5.183,
+            per_wave_depth: 0.685,
+            per_sm_depth: 0.685,
+            per_partial: 4.602,
+            per_output: 0.235,
+        },
+    ),
+    (
+        split_k::SPEC.name,
+        Cost {
+            launch: 3.333,
+            split: 3.055,
+            per_wave: 3.408,
+            per_wave_depth: 1.481,
+            per_sm_depth: 2.164,
+            per_partial: 3.285,
+            per_output: 0.844,
+        },
+    ),
+    (
+        small_tile::SPEC.name,
+        Cost {
+            launch: 3.404,
+            split: 2.864,
+            per_wave: 2.145,
+            per_wave_depth: 1.171,
+            per_sm_depth: 0.553,
+            per_partial: 3.16,
+            per_output: 0.683,
+        },
+    ),
+    (
+        tiny_tile::SPEC.name,
+        Cost {
+            launch: 4.779,
+            split: 3.683,
+            per_wave: 0.0,
+            per_wave_depth: 0.098,
+            per_sm_depth: 0.614,
+            per_partial: 3.939,
+            per_output: 4.014,
+        },
+    ),
+];
+
+/// The coefficients of the kernel called `name`, if the model has them.
+pub(crate) fn cost_of(name: &str) -> Option<&'static Cost> {
+    COSTS.iter().find(|(n, _)| *n == name).map(|(_, cost)| cost)
+}
+
+impl Cost {
+    /// The predicted time, in microseconds, of `spec` on a batch of `batch` row-major products
+    /// `m x n x k` on a GPU of `sm_count` SMs holding `slots` of its blocks at once (a single
+    /// product split into K slices as `Gpu::k_slices` would).
+    pub(crate) fn predict(
+        &self,
+        spec: &KernelSpec,
+        slots: usize,
+        sm_count: usize,
+        batch: usize,
+        (m, n, k): (usize, usize, usize),
+    ) -> f64 {
+        let slices = if batch == 1 { slices_of(spec, slots, m, n, k) } else { 1 };
+        let blocks = tiles(spec, m, n).saturating_mul(batch).saturating_mul(slices);
+        let waves = blocks.div_ceil(slots.max(1)) as f64;
+        let per_sm = blocks.div_ceil(sm_count.max(1)) as f64;
+        let depth = k.div_ceil(slices) as f64 / 32.0;
+        let outputs = (m * n) as f64 * batch as f64 / 1e6;
+        let split = slices > 1;
+        self.launch
+            + if split { self.split + self.per_partial * outputs * slices as f64 } else { 0.0 }
+            + waves * (self.per_wave + self.per_wave_depth * depth)
+            + per_sm * self.per_sm_depth * depth
+            + self.per_output * outputs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel the model picks among `candidates` on an H100 (132 SMs, each kernel's blocks
+    /// per SM as the driver reports them there).
+    fn pick(batch: usize, shape: (usize, usize, usize), candidates: &[&'static KernelSpec]) -> &'static str {
+        let sms = 132;
+        let per_sm = |spec: &KernelSpec| match spec.name {
+            "specialized" => 1,
+            "split_k" => 2,
+            "small_tile" => 4,
+            _ => 12,
+        };
+        let time = |spec: &KernelSpec| {
+            cost_of(spec.name).unwrap().predict(spec, sms * per_sm(spec), sms, batch, shape)
+        };
+        candidates.iter().min_by(|a, b| time(a).total_cmp(&time(b))).unwrap().name
+    }
+
+    #[test]
+    fn the_model_picks_the_kernels_measured_fastest() {
+        let all = [&specialized::SPEC, &split_k::SPEC, &small_tile::SPEC, &tiny_tile::SPEC];
+        let ffma = [&split_k::SPEC, &small_tile::SPEC, &tiny_tile::SPEC];
+        for (batch, shape, expected) in [
+            // Large products: the tensor cores.
+            (1, (4096, 4096, 4096), "specialized"),
+            (1, (1024, 1024, 1024), "specialized"),
+            (1, (1711, 982, 324), "specialized"),
+            (1024, (512, 512, 64), "specialized"),
+            (1024, (64, 64, 64), "small_tile"),
+            // Small inner dimensions over grids the 128 x 128 tiles fill in two waves.
+            (1, (534, 3664, 35), "small_tile"),
+            (1, (19783, 54, 125), "small_tile"),
+            (1, (306, 3473, 1826), "split_k"),
+            // Deep and narrow: a few blocks of 32 x 32, one an SM.
+            (1, (27, 72, 19434), "tiny_tile"),
+            (1, (76, 2, 18436), "tiny_tile"),
+        ] {
+            assert_eq!(pick(batch, shape, &all), expected, "{batch} x {shape:?}");
+        }
+        // Without the tensor-core kernel, a full grid of 128 x 128 tiles.
+        assert_eq!(pick(1, (4096, 4096, 4096), &ffma), "split_k");
+    }
+
+    #[test]
+    fn every_production_tile_kernel_has_coefficients() {
+        for spec in [&specialized::SPEC, &split_k::SPEC, &small_tile::SPEC, &tiny_tile::SPEC] {
+            assert!(cost_of(spec.name).is_some(), "{}", spec.name);
+        }
+    }
+}
