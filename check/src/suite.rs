@@ -126,6 +126,8 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     shapes.extend([(61, 67, 71), (97, 89, 101), (251, 241, 239)]);
     shapes.extend([(1000, 3, 17), (3, 1000, 29), (517, 1, 33), (1, 517, 65)]);
     shapes.extend([(64, 64, 1), (100, 37, 1)]);
+    // A shallow `K` over a wide `C` of odd width (the GPU's rank-k kernel).
+    shapes.extend([(301, 1001, 3), (37, 515, 8)]);
     shapes.extend([(5, 7, 1000), (33, 17, 4097)]);
     // A few rows or columns of C in products just above the CPU's unpacked limit (8 Mflop): the
     // CPU's matrix-vector forms with several heads (rows with B row-major, columns with A

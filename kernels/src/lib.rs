@@ -53,6 +53,7 @@ pub mod infra {
 /// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all four f32 FMAs.
 pub mod production {
     pub mod few_rows;
+    pub mod rank_k;
     pub mod scaling;
     pub mod small_tile;
     pub mod specialized;
@@ -106,6 +107,7 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     production::split_k::SPEC,
     production::small_tile::SPEC,
     production::tiny_tile::SPEC,
+    production::rank_k::SPEC,
     ladder::wide_tile::SPEC,
     ladder::pipelined::SPEC,
     ladder::tensor_core::SPEC,

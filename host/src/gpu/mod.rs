@@ -32,7 +32,7 @@ use sgemm_kernels::helpers::scale::{self, ScaleParams};
 use sgemm_kernels::helpers::transpose::{self, TransposeParams};
 use sgemm_kernels::infra::params::{GemmParams, ParamSink, PushParams};
 use sgemm_kernels::production::split_k::{self, ReduceParams};
-use sgemm_kernels::production::{few_rows, small_tile, specialized, tiny_tile, vector, warpgroup};
+use sgemm_kernels::production::{few_rows, rank_k, small_tile, specialized, tiny_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Padding, Shapes};
 
 use crate::batch::Strided;
@@ -167,9 +167,11 @@ struct Loaded {
     /// Indices into `production` of each precision policy's kernel on this device.
     accurate: usize,
     strict: usize,
-    /// Indices into `production` of [`SMALL_TILE_KERNEL`] and [`TINY_TILE_KERNEL`].
+    /// Indices into `production` of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] and
+    /// [`RANK_K_KERNEL`].
     small_tile: usize,
     tiny_tile: usize,
+    rank_k: usize,
     /// The matrix-vector kernel, for `m == 1` or `n == 1` under either policy, and its variants
     /// for a column of few rows and of many short ones.
     vector: GpuKernel,
@@ -215,6 +217,13 @@ pub const SMALL_TILE_KERNEL: &str = small_tile::SPEC.name;
 /// A tile kernel either policy runs where it is predicted faster than the larger tiles (see
 /// [`Gpu::chosen_for`]): `f32` FMAs on 32 x 32 tiles.
 pub const TINY_TILE_KERNEL: &str = tiny_tile::SPEC.name;
+/// The kernel either policy runs on a single product of inner dimension at most [`RANK_K`]
+/// (see [`Gpu::chosen_for`]): `C` streamed once, `f32` FMAs from global memory.
+pub const RANK_K_KERNEL: &str = rank_k::SPEC.name;
+/// The deepest inner dimension for which [`Gpu::chosen_for`] runs [`RANK_K_KERNEL`], where the
+/// write of `C` is most of the work (the crossing with the tile kernels is measured in
+/// `docs/performance-notes.md`).
+pub const RANK_K: usize = 4;
 
 /// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: less
 /// than one `K` tile of the tensor-core kernel, whose products would then be partly padding
@@ -308,8 +317,8 @@ impl Gpu {
             sass: is_sass,
         };
         let position = |name: &str| production.iter().position(|k| k.spec.name == name);
-        // `split_k`, `small_tile` and `tiny_tile` name no architecture, so every production
-        // module has them.
+        // `split_k`, `small_tile`, `tiny_tile` and `rank_k` name no architecture, so every
+        // production module has them.
         let required = |name: &str| {
             position(name).ok_or_else(|| Error::UnknownKernel {
                 name: name.into(),
@@ -317,8 +326,12 @@ impl Gpu {
                 available: production.iter().map(|k| k.spec.name).collect::<Vec<_>>().join(", "),
             })
         };
-        let (strict, small_tile, tiny_tile) =
-            (required(STRICT_KERNEL)?, required(SMALL_TILE_KERNEL)?, required(TINY_TILE_KERNEL)?);
+        let (strict, small_tile, tiny_tile, rank_k) = (
+            required(STRICT_KERNEL)?,
+            required(SMALL_TILE_KERNEL)?,
+            required(TINY_TILE_KERNEL)?,
+            required(RANK_K_KERNEL)?,
+        );
         let accurate = position(ACCURATE_KERNEL).unwrap_or(strict);
         let loaded = Loaded {
             stream,
@@ -329,6 +342,7 @@ impl Gpu {
             strict,
             small_tile,
             tiny_tile,
+            rank_k,
             vector,
             vector_column,
             vector_narrow,
@@ -448,6 +462,8 @@ impl Gpu {
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
     ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
+    /// - a single product of inner dimension at most [`RANK_K`]: [`RANK_K_KERNEL`] (`f32`
+    ///   FMAs), which streams `C` once;
     /// - else the tile kernel of the policy that its cost model predicts to be fastest on the
     ///   shape, the whole batch and the K slices split-K would add counted (`cost`): under
     ///   [`Precision::Accurate`] one of [`ACCURATE_KERNEL`] where the device has it (not on an
@@ -487,6 +503,10 @@ impl Gpu {
             Some(Skinny::FewRows) => return &loaded.few_rows,
             Some(Skinny::FewRowsTall) => return &loaded.few_rows_tall,
             None => {}
+        }
+        // Not for batches: on small members the tiles' kernels are as fast or faster.
+        if batch == 1 && k <= RANK_K {
+            return &loaded.production[loaded.rank_k];
         }
         // The policy's tile kernels: the `f32` FMA ones, and under `Accurate` the tensor-core
         // kernel where the device has it, unless K is shallower than one of its tiles.
