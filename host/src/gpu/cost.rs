@@ -23,7 +23,7 @@
 //!
 //! The coefficients were fitted (least squares on the relative error, none negative) to 106
 //! single products and 38 batches timed with each of the four kernels on an H100 (`docs/performance-notes.md`,
-//! "Choosing the tile kernel by predicted time"). On other GPUs the wave and SM counts come from
+//! "the tile kernel by predicted time"). On other GPUs the wave and SM counts come from
 //! the device and the coefficients keep their H100 values: what the choice needs is the
 //! kernels' ranking, which moves less from one GPU to another than their times.
 

@@ -7,14 +7,14 @@
 //! [`BN`] columns of `C` straight from global memory: at each step `p` along `K`, every lane
 //! loads its [`COLS`] values of row `p` of `B` (32 consecutive floats per load across the warp)
 //! and the warp's [`ROWS`] values of column `p` of `A` (one address for the whole warp), and
-//! adds their products with `f32` FMAs, in order, from zero (so the results are those of
-//! [`Precision::Strict`](../../sgemm/enum.Precision.html), whichever policy chose the kernel).
+//! adds their products with `f32` FMAs, in order, from zero (so the results are those of the
+//! strict policy, whichever policy chose the kernel).
 //! Each of `C`'s stores is then 32 consecutive floats of a row, whatever `ldc`.
 //!
 //! The kernel is correct for any `k`; the host chooses it for `k` up to a few columns, where
 //! the tile kernels are slower.
 
-use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
+use crate::infra::launch::KernelSpec;
 
 /// Rows of `C` per warp, and columns per lane: each step along `K` loads `ROWS + COLS` values
 /// for `ROWS x COLS` multiply-adds.
@@ -24,22 +24,16 @@ pub const COLS: u32 = 4;
 pub const BN: u32 = 32 * COLS;
 const WARPS: u32 = 4;
 
-/// Launch configuration of [`sgemm_rank_k`](self).
+/// Launch configuration of [`sgemm_rank_k`](self): an elementwise kernel's, with a warp's
+/// `ROWS x BN` outputs per warp.
 pub const SPEC: KernelSpec = KernelSpec {
-    name: "rank_k",
-    entry: "sgemm_rank_k",
-    vec4_entry: None,
-    vec4_b: false,
-    summary: "shallow K (rank-k updates): C streamed once, 4 x 4 outputs a lane, no shared memory",
     block: (32, WARPS),
     tile: (WARPS * ROWS, BN),
-    smem_bytes: 0,
-    min_blocks_per_sm: 0,
-    k_slices: None,
-    padding: Padding::Never,
-    arch: None,
-    module: Module::Production,
-    shapes: Shapes::Any,
+    ..KernelSpec::elementwise(
+        "rank_k",
+        "sgemm_rank_k",
+        "shallow K (rank-k updates): C streamed once, 4 x 4 outputs a lane, no shared memory",
+    )
 };
 
 #[cfg(target_arch = "nvptx64")]

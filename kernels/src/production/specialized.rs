@@ -39,7 +39,9 @@
 //! end the producers report theirs through a word of shared memory and a named barrier they
 //! only arrive at, and leave; the consumers vote among themselves, and when any value was
 //! outside the window they multiply the tile again with `warpgroup`'s scaled loop (as a team
-//! of their own, on a named barrier). The epilogue is `warpgroup`'s.
+//! of their own, on a named barrier). The epilogue is `warpgroup`'s, given the shared memory
+//! the loop no longer needs, through which it stages `C` where `C`'s rows do not start on
+//! 32-byte sectors.
 //!
 //! Two entries: the producers copy 16 bytes at a time where the operands allow it (aligned,
 //! rows a multiple of 4 floats long), else 4 bytes at a time, so no operand is ever copied into
