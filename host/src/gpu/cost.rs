@@ -16,16 +16,15 @@
 //!   Each round costs a block's fixed work (prologue, epilogue) and the latency of its chain of
 //!   `K` tiles, whatever the number of blocks in it.
 //! - The blocks an SM runs share its issue slots and pipes: beyond a block's own latency, an
-//!   SM with more blocks takes proportionally longer. This term is why a few deep blocks of
-//!   32 x 32 tiles, one an SM, beat two waves of 128 x 128 ones.
+//!   SM with more blocks takes proportionally longer (so a few deep blocks, one an SM, can beat
+//!   fewer waves of larger tiles).
 //! - Split-K writes and reads `slices` partials of `m x n` and launches a reduction; every
 //!   product writes `C`.
 //!
-//! The coefficients were fitted (least squares on the relative error, none negative) to 106
-//! single products and 38 batches timed with each of the four kernels on an H100 (`docs/performance-notes.md`,
-//! "the tile kernel by predicted time"). On other GPUs the wave and SM counts come from
-//! the device and the coefficients keep their H100 values: what the choice needs is the
-//! kernels' ranking, which moves less from one GPU to another than their times.
+//! The coefficients are non-negative and fitted to the four kernels' times on an H100 (the data
+//! and the fit: `docs/performance-notes.md`, "the tile kernel by predicted time"). On other GPUs
+//! the wave and SM counts come from the device and the coefficients stay the H100's: the choice
+//! needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};

@@ -164,6 +164,12 @@ pub struct DeviceMatMut<'a> {
 }
 
 impl<'a> DeviceMatRef<'a> {
+    /// Whether every line of every member (`step` elements apart in a batch) starts 16-byte
+    /// aligned: the first element is, and `ld` and `step` are multiples of 4 floats.
+    pub(super) fn lines_aligned(&self, step: usize) -> bool {
+        self.aligned && self.ld.is_multiple_of(4) && step.is_multiple_of(4)
+    }
+
     /// A view of `buf` as a `rows x cols` matrix in `layout` with leading dimension `ld`.
     /// Errors as for a host matrix when `ld` is too small or `buf` shorter than the span.
     pub fn new(buf: CudaView<'a, f32>, layout: Layout, rows: usize, cols: usize, ld: usize) -> Result<Self> {

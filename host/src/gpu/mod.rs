@@ -102,6 +102,8 @@ pub struct GpuKernel {
     /// Blocks of it one SM holds at once, as the driver reports for its registers, shared
     /// memory and block size (the fewer of its two entries).
     blocks_per_sm: u32,
+    /// Its coefficients in the tile kernels' cost model, if it is one of them.
+    cost: Option<&'static cost::Cost>,
 }
 
 impl GpuKernel {
@@ -517,7 +519,7 @@ impl Gpu {
         let sm_count = loaded.info.sm_count as usize;
         let predicted = |&i: &usize| {
             let kernel = &loaded.production[i];
-            cost::cost_of(kernel.spec.name).map_or(f64::INFINITY, |cost| {
+            kernel.cost.map_or(f64::INFINITY, |cost| {
                 cost.predict(&kernel.spec, self.slots(kernel), sm_count, batch, (m, n, k))
             })
         };
@@ -855,8 +857,7 @@ impl Gpu {
         aligned: bool,
     ) -> Result<Option<(CudaSlice<f32>, usize)>> {
         let padded = shape != (x.rows(), x.cols());
-        let aligned_as_is = x.aligned && x.ld().is_multiple_of(4) && step.is_multiple_of(4);
-        if x.layout() == Layout::RowMajor && !padded && (!aligned || aligned_as_is) {
+        if x.layout() == Layout::RowMajor && !padded && (!aligned || x.lines_aligned(step)) {
             return Ok(None);
         }
         let kernel = if x.layout() == Layout::RowMajor { "pad" } else { "transpose" };
@@ -1007,7 +1008,13 @@ fn load_kernel(module: &Arc<CudaModule>, spec: KernelSpec) -> Result<GpuKernel> 
     if let Some(vec4) = &vec4 {
         blocks_per_sm = blocks_per_sm.min(resident(vec4)?);
     }
-    Ok(GpuKernel { spec, function, vec4, blocks_per_sm: blocks_per_sm.max(1) })
+    Ok(GpuKernel {
+        spec,
+        function,
+        vec4,
+        blocks_per_sm: blocks_per_sm.max(1),
+        cost: cost::cost_of(spec.name),
+    })
 }
 
 /// A launch being built: what a kernel's parameter struct pushes itself into, with matrices as
@@ -1127,8 +1134,7 @@ fn padding_copies(
     (m, n, k): (usize, usize, usize),
 ) -> usize {
     let as_is = |x: &DeviceMatRef, step: usize, cols: usize| {
-        x.layout() == Layout::ColMajor
-            || (cols.is_multiple_of(4) && x.aligned && x.ld().is_multiple_of(4) && step.is_multiple_of(4))
+        x.layout() == Layout::ColMajor || (cols.is_multiple_of(4) && x.lines_aligned(step))
     };
     let a_copied = if as_is(a, a_step, k) { 0 } else { m * k };
     let b_copied = if as_is(b, b_step, n) && (k.is_multiple_of(4) || b.layout() == Layout::ColMajor) {

@@ -6,7 +6,8 @@ use core::arch::nvptx;
 use crate::infra::launch::KernelSpec;
 pub(crate) use crate::infra::params::GemmParams;
 use crate::infra::ptx::{
-    F32x4, cp_async_wait_group, ld_global_nc_f32, ld_global_nc_v4_f32, ld_global_v2_f32, st_global_v2_f32,
+    F32x4, cp_async_wait_group, ld_global_nc_f32, ld_global_nc_v4_f32, ld_global_v2_f32, ld_global_v4_f32,
+    st_global_v2_f32, st_global_v4_f32,
 };
 
 #[panic_handler]
@@ -213,6 +214,24 @@ pub unsafe fn update_c_pair<const BETA_ZERO: bool, const ALIGNED: bool>(
             *ptr = y[0];
             *ptr.add(1) = y[1];
         }
+    }
+}
+
+/// [`update_c`] for the four adjacent outputs from `ptr`: one 16-byte load (none when
+/// `beta == 0`) and one 16-byte store.
+///
+/// # Safety
+/// `ptr` is 16-byte aligned and the four outputs from it are inside `C`.
+#[inline(always)]
+pub unsafe fn update_c4(ptr: *mut f32, alpha: f32, x: [f32; 4], beta: f32) {
+    // SAFETY: the contract.
+    unsafe {
+        let old = if beta == 0.0 { [0.0; 4] } else { ld_global_v4_f32(ptr).0 };
+        let y =
+            core::array::from_fn(
+                |i| if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) },
+            );
+        st_global_v4_f32(ptr, F32x4(y));
     }
 }
 

@@ -24,8 +24,8 @@ pub const COLS: u32 = 4;
 pub const BN: u32 = 32 * COLS;
 const WARPS: u32 = 4;
 
-/// Launch configuration of [`sgemm_rank_k`](self): an elementwise kernel's, with a warp's
-/// `ROWS x BN` outputs per warp.
+/// Launch configuration of [`sgemm_rank_k`](self): an elementwise kernel's, each warp covering
+/// `ROWS x BN` outputs.
 pub const SPEC: KernelSpec = KernelSpec {
     block: (32, WARPS),
     tile: (WARPS * ROWS, BN),

@@ -393,8 +393,8 @@ mod device_code {
                 }
                 // Shared memory is free (the producers left after their copies landed, every
                 // consumer's products completed), so the epilogue may stage C there. Its
-                // address comes from the barriers' (live through the loop): carried across
-                // the loop, `base` took the register that made ptxas spill.
+                // address is derived from the barriers' (live through the loop anyway) so that
+                // `base` is not held across the loop, where the consumers' registers peak.
                 let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
                 store_tile(&args, &acc, ctid, Some(staging));
             }

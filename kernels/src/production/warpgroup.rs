@@ -147,10 +147,9 @@ pub(crate) mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_red_or_named, bar_sync_named, cp_async_ca_4, cp_async_cg_16,
-        cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_global_v4_f32,
-        ld_shared_f32, ld_shared_v4_f32, opaque_u64, st_global_v4_f32, st_shared_f32, st_shared_v2_f32,
-        st_shared_v4_f32, sync_warp, vote_all, wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32,
-        wgmma_m64n128k8_tf32_into, wgmma_wait_group,
+        cp_async_commit_group, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
+        ld_shared_v4_f32, opaque_u64, st_shared_f32, st_shared_v2_f32, st_shared_v4_f32, sync_warp, vote_all,
+        wgmma_commit_group, wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k8_tf32_into, wgmma_wait_group,
     };
     use crate::production::scaling;
     use crate::production::window::WindowCheck;
@@ -670,12 +669,7 @@ pub(crate) mod device_code {
             if c_rows_aligned(args) {
                 for r in 0..16 {
                     let x = ld_shared_v4_f32(at(r, 4 * lane)).0;
-                    let ptr = c.wrapping_add(offset(first + r, col0 + 4 * lane, ldc));
-                    let old = if beta == 0.0 { [0.0; 4] } else { ld_global_v4_f32(ptr).0 };
-                    let y = core::array::from_fn(|i| {
-                        if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) }
-                    });
-                    st_global_v4_f32(ptr, F32x4(y));
+                    update_c4(c.wrapping_add(offset(first + r, col0 + 4 * lane, ldc)), alpha, x, beta);
                 }
             } else {
                 for r in 0..16 {
