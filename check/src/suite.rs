@@ -129,6 +129,9 @@ fn small_shapes() -> Vec<(usize, usize, usize)> {
     // A shallow `K` over a wide `C` of odd width (the GPU's rank-k kernel).
     shapes.extend([(301, 1001, 3), (37, 515, 8)]);
     shapes.extend([(5, 7, 1000), (33, 17, 4097)]);
+    // A last row of tiles 2 rows tall and a last column of tiles 62 wide (the GPU's
+    // specialized kernel multiplies it 64 wide, with its second warpgroup idle).
+    shapes.push((130, 190, 77));
     // A few rows or columns of C in products just above the CPU's unpacked limit (8 Mflop): the
     // CPU's matrix-vector forms with several heads (rows with B row-major, columns with A
     // row-major, as the transposes and layouts taking turns give them), edges included.

@@ -20,9 +20,15 @@
 //!   fewer waves of larger tiles).
 //! - Split-K writes and reads `slices` partials of `m x n` and launches a reduction; every
 //!   product writes `C`.
+//! - A kernel that multiplies a tile narrower than its own at a width of its choosing
+//!   (`specialized`, [`specialized::multiplied_width`]) spends on a `C` narrower than one tile
+//!   `narrow.fixed + (1 - narrow.fixed) x width / tile width` of the depth terms: the copies
+//!   and splits of `A` stay whole, the tensor work shrinks.
 //!
-//! The coefficients are non-negative and fitted to the four kernels' times on an H100 (the data
-//! and the fit: `docs/performance-notes.md`, "the tile kernel by predicted time"). On other GPUs
+//! The coefficients are non-negative and fitted to the four kernels' times on an H100, and
+//! `narrow.fixed` chosen on narrow and short products timed the same way (the data and the
+//! fits: `docs/performance-notes.md`, "the tile kernel by predicted time" and "Narrow tiles on
+//! the tensor cores"). On other GPUs
 //! the wave and SM counts come from the device and the coefficients stay the H100's: the choice
 //! needs only the kernels' ranking.
 
@@ -31,7 +37,8 @@ use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
 
 use super::{slices_of, tiles};
 
-/// One tile kernel's coefficients (microseconds; the last two per million elements).
+/// One tile kernel's coefficients (microseconds; `per_partial` and `per_output` per million
+/// elements).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cost {
     launch: f64,
@@ -41,6 +48,15 @@ pub(crate) struct Cost {
     per_sm_depth: f64,
     per_partial: f64,
     per_output: f64,
+    narrow: Option<Narrow>,
+}
+
+/// How a kernel multiplies a `C` narrower than its tile: the columns it multiplies for a given
+/// count inside `C`, and the fraction of its depth terms that does not shrink with them.
+#[derive(Clone, Copy, Debug)]
+struct Narrow {
+    width: fn(u32) -> u32,
+    fixed: f64,
 }
 
 /// The fitted coefficients of each tile kernel the automatic choice weighs.
@@ -55,6 +71,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.685,
             per_partial: 4.602,
             per_output: 0.235,
+            narrow: Some(Narrow { width: specialized::multiplied_width, fixed: 0.3 }),
         },
     ),
     (
@@ -67,6 +84,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 2.164,
             per_partial: 3.285,
             per_output: 0.844,
+            narrow: None,
         },
     ),
     (
@@ -79,6 +97,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.553,
             per_partial: 3.16,
             per_output: 0.683,
+            narrow: None,
         },
     ),
     (
@@ -91,6 +110,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.614,
             per_partial: 3.939,
             per_output: 4.014,
+            narrow: None,
         },
     ),
 ];
@@ -116,7 +136,14 @@ impl Cost {
         let blocks = tiles(spec, m, n).saturating_mul(batch).saturating_mul(slices);
         let waves = blocks.div_ceil(slots.max(1)) as f64;
         let per_sm = blocks.div_ceil(sm_count.max(1)) as f64;
-        let depth = k.div_ceil(slices) as f64 / 32.0;
+        let tile_width = spec.tile.1 as usize;
+        let narrowed = match self.narrow {
+            Some(Narrow { width, fixed }) if n < tile_width => {
+                fixed + (1.0 - fixed) * f64::from(width(n as u32)) / tile_width as f64
+            }
+            _ => 1.0,
+        };
+        let depth = k.div_ceil(slices) as f64 / 32.0 * narrowed;
         let outputs = (m * n) as f64 * batch as f64 / 1e6;
         let split = slices > 1;
         self.launch
@@ -165,6 +192,9 @@ mod tests {
             // Deep and narrow: a few blocks of 32 x 32, one an SM.
             (1, (27, 72, 19434), "tiny_tile"),
             (1, (76, 2, 18436), "tiny_tile"),
+            // A C 64 wide, which the tensor-core kernel multiplies 64 wide.
+            (32, (512, 64, 512), "specialized"),
+            (1024, (512, 64, 512), "specialized"),
         ] {
             assert_eq!(pick(batch, shape, &all), expected, "{batch} x {shape:?}");
         }

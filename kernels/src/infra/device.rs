@@ -239,7 +239,7 @@ pub unsafe fn update_c4(ptr: *mut f32, alpha: f32, x: [f32; 4], beta: f32) {
 /// infinite or NaN one, so one test of their sum answers for all (four sums, for FMAs in
 /// flight; IEEE arithmetic keeps the compiler from folding `x * 0`).
 #[inline(always)]
-pub fn all_finite<const N: usize>(xs: &[f32; N]) -> bool {
+pub fn all_finite(xs: &[f32]) -> bool {
     let mut sums = [0.0f32; 4];
     for (i, &x) in xs.iter().enumerate() {
         sums[i % 4] = fma(x, 0.0, sums[i % 4]);

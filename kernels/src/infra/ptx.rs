@@ -768,15 +768,38 @@ pub fn fence_proxy_async_shared() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
 
-/// The operands `d0..d63` of [`asm_with_accumulators!`] as a template fragment, `{d0}, ..., {d63}`.
+/// The operands of [`asm_with_accumulators!`] that an `m64nN` `wgmma` (`N` = 128, 64 or 32)
+/// writes, as a template fragment: `{d0}, ..., {d63}`, `{d0}, ..., {d31}` or `{d0}, ..., {d15}`.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! accumulators {
-    () => {
-        "{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}, {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}"
+    (32) => {
+        "{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}"
+    };
+    (64) => {
+        concat!(accumulators!(32), ", {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}")
+    };
+    (128) => {
+        concat!(accumulators!(64), ", {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}")
     };
 }
 
-/// `asm!` with the 64 accumulators `$d` of an `m64n128` `wgmma` tile as the operands `d0..d63`,
+/// The operands of [`asm_with_accumulators!`] that an `m64nN` `wgmma` does not use (the rest
+/// of the 64), as a template fragment for a comment, so that they pass through unchanged.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! untouched_accumulators {
+    (128) => {
+        ""
+    };
+    (64) => {
+        "{d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}"
+    };
+    (32) => {
+        concat!("{d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, ", untouched_accumulators!(64))
+    };
+}
+
+/// `asm!` with the 64 accumulators `$d` of an `m64n128` `wgmma` tile as the operands `d0..d63`
+/// (of which a narrower tile uses the first),
 /// passed `inout` or `out` (`$dir`), after the template and before the other operands.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! asm_with_accumulators {
@@ -852,23 +875,27 @@ macro_rules! asm_with_accumulators {
     };
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32` on the accumulators `$d` (`$dir`:
-/// `inout` or `out`), `A` as the operand text `$a` (a descriptor `{a}`, or four registers
-/// `{{{a0}, {a1}, {a2}, {a3}}}`) bound by `$a_operands`, and the descriptor `$b`, with scale-d
-/// `$scale_d` (`"1"`: `D = A B + D`, `"0"`: `D = A B`) and both operands unnegated.
+/// `wgmma.mma_async.sync.aligned.m64n{$n}k8.f32.tf32.tf32` on the accumulators `$d` (`$dir`:
+/// `inout` or `out`; those past the first `$n / 2` are only named in a comment), `A` as the
+/// operand text `$a` (a descriptor `{a}`, or four registers `{{{a0}, {a1}, {a2}, {a3}}}`) bound
+/// by `$a_operands`, and the descriptor `$b`, with scale-d `$scale_d` (`"1"`: `D = A B + D`,
+/// `"0"`: `D = A B`) and both operands unnegated.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! mma_async {
-    ($dir:ident $d:ident, $scale_d:literal, $a:literal, $b:ident; $($a_operands:tt)*) => {
+    ($dir:ident $d:ident, $n:tt, $scale_d:literal, $a:literal, $b:ident; $($a_operands:tt)*) => {
         asm_with_accumulators!($dir $d,
             concat!(
-                "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{",
-                accumulators!(),
+                "wgmma.mma_async.sync.aligned.m64n",
+                $n,
+                "k8.f32.tf32.tf32 {{",
+                accumulators!($n),
                 "}}, ",
                 $a,
                 ", {b}, ",
                 $scale_d,
                 ", 1, 1;"
-            );
+            ),
+            concat!("// ", untouched_accumulators!($n));
             $($a_operands)*
             b = in(reg64) $b.0,
             options(nostack),
@@ -897,7 +924,7 @@ macro_rules! mma_async {
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe { mma_async!(inout d, "1", "{a}", b; a = in(reg64) a.0,) }
+    unsafe { mma_async!(inout d, 128, "1", "{a}", b; a = in(reg64) a.0,) }
 }
 
 /// [`wgmma_m64n128k8_tf32`] with `D = A B`: the accumulators' old values are not read, so the
@@ -908,14 +935,14 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], a: MatrixDescriptor, b: Ma
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
 pub unsafe fn wgmma_m64n128k8_tf32_into(d: &mut [f32; 64], a: MatrixDescriptor, b: MatrixDescriptor) {
-    unsafe { mma_async!(out d, "0", "{a}", b; a = in(reg64) a.0,) }
+    unsafe { mma_async!(out d, 128, "0", "{a}", b; a = in(reg64) a.0,) }
 }
 
 /// [`mma_async!`] with `A` from registers: `$a` is this thread's fragment, four TF32 values.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! mma_async_registers {
-    ($dir:ident $d:ident, $scale_d:literal, $a:ident, $b:ident) => {
-        mma_async!($dir $d, $scale_d, "{{{a0}, {a1}, {a2}, {a3}}}", $b;
+    ($dir:ident $d:ident, $n:tt, $scale_d:literal, $a:ident, $b:ident) => {
+        mma_async!($dir $d, $n, $scale_d, "{{{a0}, {a1}, {a2}, {a3}}}", $b;
             a0 = in(reg32) $a[0],
             a1 = in(reg32) $a[1],
             a2 = in(reg32) $a[2],
@@ -924,10 +951,13 @@ macro_rules! mma_async_registers {
     };
 }
 
-/// [`wgmma_m64n128k8_tf32`] with `A` from registers instead of shared memory: warp `w` of the
-/// group holds rows `16 w..16 w + 16` of the 64 x 8 `A`; with `g = lane / 4`, `t = lane % 4`,
-/// `a = [A[16 w + g][t], A[16 w + g + 8][t], A[16 w + g][t + 4], A[16 w + g + 8][t + 4]]` (the
-/// `mma.m16n8k8` layout), as TF32 values. `D = A B + D`.
+/// `wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32` for `N` = 128, 64 or 32, with `A` from
+/// registers: the warpgroup multiplies the 64 x 8 `A` by the 8 x `N` `B` (the first `N` columns
+/// of the matrix `b` describes) into `d[..N / 2]`, `D = A B + D`; `d[N / 2..]` pass through
+/// unchanged. The layouts are [`wgmma_m64n128k8_tf32`]'s (`d[4 j + e]` for column blocks `j <
+/// N / 8`); warp `w` of the group holds rows `16 w..16 w + 16` of `A`: with `g = lane / 4`, `t
+/// = lane % 4`, `a = [A[16 w + g][t], A[16 w + g + 8][t], A[16 w + g][t + 4], A[16 w + g +
+/// 8][t + 4]]` (the `mma.m16n8k8` layout), as TF32 values.
 ///
 /// # Safety
 /// As [`wgmma_m64n128k8_tf32`]. The instruction reads `a`'s registers asynchronously, until
@@ -936,18 +966,33 @@ macro_rules! mma_async_registers {
 /// fragment while one is in flight (compute the next one after the wait).
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k8_tf32_rs(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
-    unsafe { mma_async_registers!(inout d, "1", a, b) }
+pub unsafe fn wgmma_m64k8_tf32_rs<const N: u32>(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
+    const { assert!(N == 128 || N == 64 || N == 32) };
+    unsafe {
+        match N {
+            128 => mma_async_registers!(inout d, 128, "1", a, b),
+            64 => mma_async_registers!(inout d, 64, "1", a, b),
+            _ => mma_async_registers!(inout d, 32, "1", a, b),
+        }
+    }
 }
 
-/// [`wgmma_m64n128k8_tf32_rs`] with `D = A B` (the accumulators' old values are not read).
+/// [`wgmma_m64k8_tf32_rs`] with `D = A B`: the old values of `d[..N / 2]` are not read, and
+/// `d[N / 2..]` are unspecified afterwards.
 ///
 /// # Safety
-/// As [`wgmma_m64n128k8_tf32_rs`].
+/// As [`wgmma_m64k8_tf32_rs`].
 #[cfg(target_feature = "sm_90a")]
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k8_tf32_rs_into(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
-    unsafe { mma_async_registers!(out d, "0", a, b) }
+pub unsafe fn wgmma_m64k8_tf32_rs_into<const N: u32>(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
+    const { assert!(N == 128 || N == 64 || N == 32) };
+    unsafe {
+        match N {
+            128 => mma_async_registers!(out d, 128, "0", a, b),
+            64 => mma_async_registers!(out d, 64, "0", a, b),
+            _ => mma_async_registers!(out d, 32, "0", a, b),
+        }
+    }
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the group of the `wgmma` instructions this warp
@@ -974,7 +1019,7 @@ pub unsafe fn wgmma_wait_group<const N: u32>(d: &mut [f32; 64]) {
     unsafe {
         asm_with_accumulators!(inout d,
             "wgmma.wait_group.sync.aligned {n};",
-            concat!("// ", accumulators!());
+            concat!("// ", accumulators!(128));
             n = const N,
             options(nostack),
         );

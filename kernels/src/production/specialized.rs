@@ -102,16 +102,30 @@ const _: () = assert!(
     "8-byte aligned mbarriers; the consumers are warpgroup's team for the scaled loop and the epilogue's staging; the mappings below"
 );
 
+/// The columns of a tile that the consumers multiply (`wgmma` `n`) when `columns` of it lie
+/// inside `C`: the fewest of 32, 64 and 128 that cover them. The last tile of a row whose `n`
+/// is not a multiple of 128, and every tile of a `C` at most 64 wide, takes fewer tensor
+/// instructions than a whole tile. (Outside the device code so that the host's cost model
+/// follows the same rule.)
+#[inline(always)]
+pub const fn multiplied_width(columns: u32) -> u32 {
+    match columns {
+        ..=32 => 32,
+        33..=64 => 64,
+        _ => BN,
+    }
+}
+
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 mod device_code {
-    use super::{B_HALF, BARRIERS, CONSUMERS, PRODUCERS, RAW, RAW_STAGES, SET};
+    use super::{B_HALF, BARRIERS, CONSUMERS, PRODUCERS, RAW, RAW_STAGES, SET, multiplied_width};
     use crate::infra::device::*;
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_arrive_named, bar_red_or_named, bar_sync_named,
         barrier_sync_unaligned, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
         ld_shared_v4_f32, mbarrier_arrive, mbarrier_init, mbarrier_wait, red_shared_or, setmaxnreg_dec,
-        setmaxnreg_inc, st_shared_f32, st_shared_v4_f32, wgmma_commit_group, wgmma_fence,
-        wgmma_m64n128k8_tf32_rs, wgmma_m64n128k8_tf32_rs_into, wgmma_wait_group,
+        setmaxnreg_inc, st_shared_f32, st_shared_v4_f32, vote_all, wgmma_commit_group, wgmma_fence,
+        wgmma_m64k8_tf32_rs, wgmma_m64k8_tf32_rs_into, wgmma_wait_group,
     };
     use crate::production::warpgroup::device_code::{
         K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile, tile_origin,
@@ -164,6 +178,12 @@ mod device_code {
     #[inline(always)]
     fn raw_stage(t: u32) -> u32 {
         RAW + t % RAW_STAGES * STAGE
+    }
+
+    /// The columns of this block's tile that the consumers multiply ([`multiplied_width`]).
+    #[inline(always)]
+    fn tile_width(args: &GemmArgs) -> u32 {
+        multiplied_width(args.n - tile_origin().1)
     }
 
     /// The producers: copy the raw tiles of this block's `A` rows and `B` columns two ahead,
@@ -247,15 +267,18 @@ mod device_code {
     }
 
     /// The consumers: as the producers hand tiles over, read this thread's rows of the raw
-    /// `A` tile, split them in registers, and multiply them by the split `B` tile into `acc`
-    /// (the fragment of thread `ctid` of the two consumer warpgroups, `warpgroup`'s layout);
-    /// release each tile once its products have completed. Returns whether any `A` value
-    /// was outside the window.
+    /// `A` tile, split them in registers, and multiply them by the first `COLS` columns
+    /// ([`tile_width`]) of the split `B` tile into `acc` (the fragment of thread `ctid` of the
+    /// consumer warpgroups, `warpgroup`'s layout, of which the first `COLS / 2` values
+    /// change); release each tile once its products have completed. Returns whether any `A`
+    /// value was outside the window. A warpgroup whose rows of the tile all lie past the last
+    /// row of `C` has nothing to multiply (its rows of `A` are zero-filled): it only takes part
+    /// in the handoffs.
     ///
     /// # Safety
     /// The GEMM contract; thread `ctid` of the 256 consumer threads, all of which call it.
     #[inline(always)]
-    unsafe fn consume(
+    unsafe fn consume<const COLS: u32>(
         args: &GemmArgs,
         base: SharedAddr,
         handoff: Handoff,
@@ -269,6 +292,11 @@ mod device_code {
         let row = 64 * group + 16 * warp + g;
         let a_at = base.offset_bytes((row * A_LD + 8 * t4) * 4);
         let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
+        // The vote makes the test uniform in the warp as far as the compiler knows: a test of the
+        // thread index alone made ptxas treat the loop as divergent (and add YIELD and WARPSYNC
+        // to it).
+        // SAFETY: the whole warp votes (the contract).
+        let idle = unsafe { vote_all(tile_origin().0 + 64 * group >= args.m) };
         let mut a_window = WindowCheck::new();
         let mut step = [0.0f32; 64];
         for t in 0..args.k.div_ceil(BK) {
@@ -277,6 +305,11 @@ mod device_code {
             // copies of tile t landed and its part of the split was published (proxy fence,
             // then its release arrival).
             unsafe { mbarrier_wait(handoff.full(s), t / 2 % 2) };
+            if idle {
+                // SAFETY: one arrival per consumer thread per phase of `empty`, as below.
+                unsafe { mbarrier_arrive(handoff.empty(s)) };
+                continue;
+            }
             // Rows row and row + 8, physical columns 8 t4..8 t4 + 8: two 16-byte loads each,
             // 8 lanes of a load phase in 8 distinct groups of 4 banks (rows 144 bytes apart).
             // SAFETY: inside the raw stage, published by `full`.
@@ -311,12 +344,12 @@ mod device_code {
                 // set was published by `full`.
                 unsafe {
                     if q == 0 {
-                        wgmma_m64n128k8_tf32_rs_into(step, a_lo, at(0));
+                        wgmma_m64k8_tf32_rs_into::<COLS>(step, a_lo, at(0));
                     } else {
-                        wgmma_m64n128k8_tf32_rs(step, a_lo, at(0));
+                        wgmma_m64k8_tf32_rs::<COLS>(step, a_lo, at(0));
                     }
-                    wgmma_m64n128k8_tf32_rs(step, a_hi, at(B_HALF));
-                    wgmma_m64n128k8_tf32_rs(step, a_hi, at(0));
+                    wgmma_m64k8_tf32_rs::<COLS>(step, a_hi, at(B_HALF));
+                    wgmma_m64k8_tf32_rs::<COLS>(step, a_hi, at(0));
                 }
             };
             // SAFETY: the whole warpgroup multiplies and waits together; one arrival per
@@ -331,8 +364,8 @@ mod device_code {
                 wgmma_wait_group::<0>(&mut step);
                 mbarrier_arrive(handoff.empty(s));
             }
-            for (x, y) in acc.iter_mut().zip(&step) {
-                *x += y;
+            for i in 0..COLS as usize / 2 {
+                acc[i] += step[i];
             }
         }
         !a_window.holds()
@@ -380,24 +413,48 @@ mod device_code {
             } else {
                 setmaxnreg_inc::<CONSUMER_REGS>();
                 let ctid = tid - PRODUCERS;
-                let mut acc = [0.0f32; 64];
-                let outside = consume(&args, base, handoff, ctid, &mut acc);
-                bar_sync_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
-                let outside = outside || ld_shared_f32(handoff.outside()).to_bits() != 0;
-                if bar_red_or_named::<SCALED_BAR, CONSUMERS>(outside) {
-                    // The consumers are warpgroup's team of two warpgroups, on a barrier of
-                    // their own; the producers no longer touch shared memory.
-                    multiply::<true, SCALED_BAR, VEC4>(&args, &mut acc, ctid);
-                    // Every consumer's last products have read shared memory.
-                    bar_sync_named::<SCALED_BAR, CONSUMERS>();
+                match tile_width(&args) {
+                    32 => consumers::<VEC4, 32>(&args, base, handoff, ctid),
+                    64 => consumers::<VEC4, 64>(&args, base, handoff, ctid),
+                    _ => consumers::<VEC4, BN>(&args, base, handoff, ctid),
                 }
-                // Shared memory is free (the producers left after their copies landed, every
-                // consumer's products completed), so the epilogue may stage C there. Its
-                // address is derived from the barriers' (live through the loop anyway) so that
-                // `base` is not held across the loop, where the consumers' registers peak.
-                let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
-                store_tile(&args, &acc, ctid, Some(staging));
             }
+        }
+    }
+
+    /// The consumers' part of [`gemm`] on a tile `COLS` wide ([`tile_width`]): [`consume`],
+    /// the scaled loop when a value was outside the window, the epilogue.
+    ///
+    /// # Safety
+    /// As [`consume`], after the consumers' `setmaxnreg`, with the producers running
+    /// [`produce`] on the same width.
+    #[inline(always)]
+    unsafe fn consumers<const VEC4: bool, const COLS: u32>(
+        args: &GemmArgs,
+        base: SharedAddr,
+        handoff: Handoff,
+        ctid: u32,
+    ) {
+        // SAFETY: the contract; the 256 consumers run every call and barrier below together.
+        unsafe {
+            let mut acc = [0.0f32; 64];
+            let outside = consume::<COLS>(args, base, handoff, ctid, &mut acc);
+            bar_sync_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
+            let outside = outside || ld_shared_f32(handoff.outside()).to_bits() != 0;
+            if bar_red_or_named::<SCALED_BAR, CONSUMERS>(outside) {
+                // The consumers are warpgroup's team of two warpgroups, on a barrier of their
+                // own; the producers no longer touch shared memory. The scaled loop multiplies
+                // all 128 columns.
+                multiply::<true, SCALED_BAR, VEC4>(args, &mut acc, ctid);
+                // Every consumer's last products have read shared memory.
+                bar_sync_named::<SCALED_BAR, CONSUMERS>();
+            }
+            // Shared memory is free (the producers left after their copies landed, every
+            // consumer's products completed), so the epilogue may stage C there. Its address is
+            // derived from the barriers' (live through the loop anyway) so that `base` is not
+            // held across the loop, where the consumers' registers peak.
+            let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
+            store_tile::<COLS>(args, &acc, ctid, Some(staging));
         }
     }
 

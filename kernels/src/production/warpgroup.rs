@@ -578,17 +578,18 @@ pub(crate) mod device_code {
             if !multiply::<false, 0, true>(&args, &mut acc, tid) {
                 multiply::<true, 0, true>(&args, &mut acc, tid);
             }
-            store_tile(&args, &acc, tid, None);
+            store_tile::<BN>(&args, &acc, tid, None);
         }
     }
 
     /// The epilogue: thread `tid` of the two warpgroups that multiplied the tile writes its
-    /// fragment `acc` to `C`.
+    /// fragment `acc` to `C`, of which only the first `COLS` columns of the tile (128, 64 or
+    /// 32: at least those inside `C`, `n - col0`) are read.
     /// - Given a `staging` area, where the rows of `C` do not start on 32-byte sectors
     ///   ([`c_rows_on_sectors`]), a warp whose 16 x 128 part of the tile lies inside `C` and
     ///   is finite goes out through its part of the area ([`store_staged`]).
-    /// - Else a fragment that lies inside `C` and is finite goes out as 32 column pairs
-    ///   ([`update_c_pair`]: no branch per element).
+    /// - Else a fragment whose `COLS` columns lie inside `C` and are finite goes out as
+    ///   `COLS / 4` column pairs ([`update_c_pair`]: no branch per element).
     /// - Any other one element by element through [`store_exact`], which skips outputs outside
     ///   `m x n` and recomputes non-finite ones with `f32` FMAs.
     ///
@@ -598,13 +599,20 @@ pub(crate) mod device_code {
     /// memory that no thread but the tile's 256 (each in its own warp's part) touches until the
     /// block's next barrier.
     #[inline(always)]
-    pub(crate) unsafe fn store_tile(args: &GemmArgs, acc: &[f32; 64], tid: u32, staging: Option<SharedAddr>) {
+    pub(crate) unsafe fn store_tile<const COLS: u32>(
+        args: &GemmArgs,
+        acc: &[f32; 64],
+        tid: u32,
+        staging: Option<SharedAddr>,
+    ) {
         let (row0, col0) = tile_origin();
         let (group, warp, lane) = (tid / 128, tid / 32 % 4, tid % 32);
         let (g, t4) = (lane / 4, lane % 4);
         let first = row0 + 64 * group + 16 * warp;
-        let finite = all_finite(acc);
+        let live = &acc[..COLS as usize / 2];
+        let finite = all_finite(live);
         if let Some(staging) = staging
+            && COLS == BN
             && !c_rows_on_sectors(args)
             // SAFETY: the whole warp votes (the contract).
             && unsafe { vote_all(first + 15 < args.m && col0 + BN <= args.n && finite) }
@@ -615,20 +623,20 @@ pub(crate) mod device_code {
             return;
         }
         // Element 4 j + e of the fragment is at row `top + 8 (e / 2)`, column
-        // `left + 8 j + e % 2`: rows `top` and `top + 8`, columns `left ..= left + BN - 7`.
+        // `left + 8 j + e % 2`: rows `top` and `top + 8`, columns `left ..= left + COLS - 7`.
         let (top, left) = (first + g, col0 + 2 * t4);
-        if top + 8 < args.m && left + BN - 7 < args.n && finite {
+        if top + 8 < args.m && left + COLS - 7 < args.n && finite {
             // SAFETY: the fragment lies inside C (just checked).
             unsafe {
                 match (args.beta == 0.0, c_pairs_aligned(args)) {
-                    (true, true) => store_pairs::<true, true>(args, acc, top, left),
-                    (true, false) => store_pairs::<true, false>(args, acc, top, left),
-                    (false, true) => store_pairs::<false, true>(args, acc, top, left),
-                    (false, false) => store_pairs::<false, false>(args, acc, top, left),
+                    (true, true) => store_pairs::<true, true, COLS>(args, acc, top, left),
+                    (true, false) => store_pairs::<true, false, COLS>(args, acc, top, left),
+                    (false, true) => store_pairs::<false, true, COLS>(args, acc, top, left),
+                    (false, false) => store_pairs::<false, false, COLS>(args, acc, top, left),
                 }
             }
         } else {
-            for (i, &x) in acc.iter().enumerate() {
+            for (i, &x) in live.iter().enumerate() {
                 let (j, e) = (i as u32 / 4, i as u32 % 4);
                 let (row, col) = (top + 8 * (e / 2), left + 8 * j + e % 2);
                 // SAFETY: the GEMM contract.
@@ -684,20 +692,20 @@ pub(crate) mod device_code {
     }
 
     /// [`store_tile`]'s branch-free path: the fragment `acc` whose rows are `top` and `top + 8`
-    /// and columns `left ..= left + BN - 7` goes to `C` as 32 column pairs
+    /// and columns `left ..= left + COLS - 7` goes to `C` as `COLS / 4` column pairs
     /// ([`update_c_pair`], whose `BETA_ZERO` and `ALIGNED` the caller passes).
     ///
     /// # Safety
-    /// The GEMM contract; the fragment lies inside `C` (`top + 8 < m`, `left + BN - 7 < n`), and
-    /// `left` is even; `update_c_pair`'s conditions for `BETA_ZERO` and `ALIGNED`.
+    /// The GEMM contract; the fragment lies inside `C` (`top + 8 < m`, `left + COLS - 7 < n`),
+    /// and `left` is even; `update_c_pair`'s conditions for `BETA_ZERO` and `ALIGNED`.
     #[inline(always)]
-    unsafe fn store_pairs<const BETA_ZERO: bool, const ALIGNED: bool>(
+    unsafe fn store_pairs<const BETA_ZERO: bool, const ALIGNED: bool, const COLS: u32>(
         args: &GemmArgs,
         acc: &[f32; 64],
         top: u32,
         left: u32,
     ) {
-        for j in 0..BN / 8 {
+        for j in 0..COLS / 8 {
             for h in 0..2 {
                 let i = (4 * j + 2 * h) as usize;
                 let (row, col) = (top + 8 * h, left + 8 * j);
