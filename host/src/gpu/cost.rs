@@ -35,7 +35,7 @@
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
 
-use super::{slices_of, tiles};
+use super::{most_slices, tiles};
 
 /// One tile kernel's coefficients (microseconds; `per_partial` and `per_output` per million
 /// elements).
@@ -123,16 +123,43 @@ pub(crate) fn cost_of(name: &str) -> Option<&'static Cost> {
 impl Cost {
     /// The predicted time, in microseconds, of `spec` on a batch of `batch` row-major products
     /// `m x n x k` on a GPU of `sm_count` SMs holding `slots` of its blocks at once (a single
-    /// product split into K slices as `Gpu::k_slices` would).
+    /// product split into the K slices of [`slices`](Self::slices), as `Gpu::k_slices` splits
+    /// it).
     pub(crate) fn predict(
         &self,
         spec: &KernelSpec,
         slots: usize,
         sm_count: usize,
         batch: usize,
-        (m, n, k): (usize, usize, usize),
+        shape: (usize, usize, usize),
     ) -> f64 {
-        let slices = if batch == 1 { slices_of(spec, slots, m, n, k) } else { 1 };
+        let slices = if batch == 1 { self.slices(spec, slots, sm_count, shape) } else { 1 };
+        self.time(spec, slots, sm_count, batch, shape, slices)
+    }
+
+    /// The K slices to cut a single `m x n x k` product into: of the counts split-K allows
+    /// ([`most_slices`]), the one with the least predicted time, the fewest on a tie.
+    pub(crate) fn slices(
+        &self,
+        spec: &KernelSpec,
+        slots: usize,
+        sm_count: usize,
+        (m, n, k): (usize, usize, usize),
+    ) -> usize {
+        let time = |s: usize| self.time(spec, slots, sm_count, 1, (m, n, k), s);
+        (1..=most_slices(spec, slots, m, n, k)).min_by(|&a, &b| time(a).total_cmp(&time(b))).unwrap_or(1)
+    }
+
+    /// The model's time for `slices` K slices of each product (1: not split).
+    fn time(
+        &self,
+        spec: &KernelSpec,
+        slots: usize,
+        sm_count: usize,
+        batch: usize,
+        (m, n, k): (usize, usize, usize),
+        slices: usize,
+    ) -> f64 {
         let blocks = tiles(spec, m, n).saturating_mul(batch).saturating_mul(slices);
         let waves = blocks.div_ceil(slots.max(1)) as f64;
         let per_sm = blocks.div_ceil(sm_count.max(1)) as f64;
@@ -188,7 +215,8 @@ mod tests {
             // Small inner dimensions over grids the 128 x 128 tiles fill in two waves.
             (1, (534, 3664, 35), "small_tile"),
             (1, (19783, 54, 125), "small_tile"),
-            (1, (306, 3473, 1826), "split_k"),
+            // Deep over 84 tiles: the tensor cores on 3 K slices.
+            (1, (306, 3473, 1826), "specialized"),
             // Deep and narrow: a few blocks of 32 x 32, one an SM.
             (1, (27, 72, 19434), "tiny_tile"),
             (1, (76, 2, 18436), "tiny_tile"),
@@ -200,6 +228,21 @@ mod tests {
         }
         // Without the tensor-core kernel, a full grid of 128 x 128 tiles.
         assert_eq!(pick(1, (4096, 4096, 4096), &ffma), "split_k");
+    }
+
+    #[test]
+    fn the_slices_weigh_filled_sms_against_waves_and_partials() {
+        let spec = &specialized::SPEC;
+        let slices = |shape| cost_of(spec.name).unwrap().slices(spec, 132, 132, shape);
+        // 64 tiles: two slices fill 128 of 132 SMs in one wave.
+        assert_eq!(slices((1024, 1024, 1024)), 2);
+        // 100 tiles 2202 deep: more slices would fill the SMs, but in waves of short blocks
+        // and with partials of C; one wave of whole products is faster.
+        assert_eq!(slices((12767, 45, 2202)), 1);
+        // 78 tiles 6488 deep: a few slices.
+        assert!((2..=8).contains(&slices((3309, 279, 6488))));
+        // A full grid is not split.
+        assert_eq!(slices((4096, 4096, 4096)), 1);
     }
 
     #[test]

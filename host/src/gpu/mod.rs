@@ -702,19 +702,24 @@ impl Gpu {
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks; for the
     /// matrix-vector kernels, whose block of 32 warps with sixteen loads in flight each keeps
     /// an SM's share of memory traffic going on its own, a block per SM): splitting a full
-    /// grid only adds the partials' traffic and the reduction's launch. Below that, the slice
-    /// count whose waves are fullest (`blocks / (waves x slots)`, the fewest slices on a tie),
-    /// each slice at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x
-    /// 128 kernels' tile height, so that a slice's block computes at least a cube, 64 for the
-    /// small and tiny tiles, whose shallower slices give shorter chains of additions per
-    /// output). One for a kernel that does not split.
+    /// grid only adds the partials' traffic and the reduction's launch. Below that, each slice
+    /// at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x 128 kernels'
+    /// tile height, so that a slice's block computes at least a cube, 64 for the small and tiny
+    /// tiles, whose shallower slices give shorter chains of additions per output), for a tile
+    /// kernel the count its cost model predicts fastest ([`cost::Cost::slices`]: more slices
+    /// fill more SMs, but every wave of blocks costs a pipeline's start and every slice a
+    /// partial of `C`), for the others the count whose waves are fullest (`blocks / (waves x
+    /// slots)`, the fewest slices on a tie). One for a kernel that does not split.
     pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
         let slots = match spec.shapes {
             Shapes::Vector => self.loaded.info.sm_count as usize,
             Shapes::Any | Shapes::FewRows(_) => self.slots(kernel),
         };
-        slices_of(spec, slots, m, n, k)
+        match kernel.cost {
+            Some(cost) => cost.slices(spec, slots, self.loaded.info.sm_count as usize, (m, n, k)),
+            None => slices_of(spec, slots, m, n, k),
+        }
     }
 
     /// The split-K GEMM: `slices` equal K slices into a workspace, in one launch (`gridDim.z =
@@ -1146,11 +1151,23 @@ fn padding_copies(
 }
 
 /// [`Gpu::k_slices`] of a kernel of launch geometry `spec` that fills the GPU with `slots`
-/// blocks: 1 for a kernel that does not split, else [`slice_count`].
+/// blocks, by the fullness of its waves: 1 for a kernel that does not split, else
+/// [`slice_count`].
 fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
     match spec.k_slices {
         Some(shallowest) => slice_count(tiles(spec, m, n), slots, k, shallowest as usize),
         None => 1,
+    }
+}
+
+/// The most K slices split-K may cut an `m x n x k` product into on a kernel of launch geometry
+/// `spec` that fills the GPU with `slots` blocks: 1 for a kernel that does not split or whose
+/// tiles fill the slots, else as many as keep each slice at least [`KernelSpec::k_slices`]
+/// deep, at most [`MAX_SLICES`].
+fn most_slices(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
+    match spec.k_slices {
+        Some(shallowest) if tiles(spec, m, n) < slots => MAX_SLICES.min(k / shallowest as usize).max(1),
+        _ => 1,
     }
 }
 
