@@ -43,6 +43,12 @@
 //! the loop no longer needs, through which it stages `C` where `C`'s rows do not start on
 //! 32-byte sectors.
 //!
+//! Narrow tiles: where fewer than 128 columns of a tile lie inside `C` (the last tile of a row
+//! whose `n` is not a multiple of 128, every tile of a `C` at most 64 wide), the consumers
+//! multiply only the 64 or 32 columns that cover them (`wgmma` `m64n64k8` or `m64n32k8`,
+//! [`multiplied_width`], one instantiation of their part each); a consumer warpgroup whose 64
+//! rows all lie past `m` takes part in the handoffs without multiplying.
+//!
 //! Two entries: the producers copy 16 bytes at a time where the operands allow it (aligned,
 //! rows a multiple of 4 floats long), else 4 bytes at a time, so no operand is ever copied into
 //! a padded buffer first ([`RawCopy`](crate::production::warpgroup)); the rest is the same code.
@@ -292,9 +298,8 @@ mod device_code {
         let row = 64 * group + 16 * warp + g;
         let a_at = base.offset_bytes((row * A_LD + 8 * t4) * 4);
         let b_desc = MatrixDescriptor::new(base, K_STRIDE, MN_STRIDE);
-        // The vote makes the test uniform in the warp as far as the compiler knows: a test of the
-        // thread index alone made ptxas treat the loop as divergent (and add YIELD and WARPSYNC
-        // to it).
+        // Voted, so that the compiler sees a test uniform in the warp: on a test of the thread
+        // index alone, ptxas treats the loop as divergent (YIELD and WARPSYNC in it).
         // SAFETY: the whole warp votes (the contract).
         let idle = unsafe { vote_all(tile_origin().0 + 64 * group >= args.m) };
         let mut a_window = WindowCheck::new();
@@ -364,6 +369,7 @@ mod device_code {
                 wgmma_wait_group::<0>(&mut step);
                 mbarrier_arrive(handoff.empty(s));
             }
+            // An index loop: `zip(..).take(..)` over the arrays put them in local memory.
             for i in 0..COLS as usize / 2 {
                 acc[i] += step[i];
             }
@@ -427,7 +433,7 @@ mod device_code {
     ///
     /// # Safety
     /// As [`consume`], after the consumers' `setmaxnreg`, with the producers running
-    /// [`produce`] on the same width.
+    /// [`produce`].
     #[inline(always)]
     unsafe fn consumers<const VEC4: bool, const COLS: u32>(
         args: &GemmArgs,
