@@ -463,7 +463,8 @@ impl Gpu {
     ///   memory;
     /// - at most [`few_rows::FEW`] rows: the `few_rows` kernel (`f32` FMAs), likewise, with
     ///   `K` split across more blocks when its `n / 32` do not fill the GPU; a single product of
-    ///   at most [`TALL_ROWS`] rows: its tall variant, over two rows of tiles;
+    ///   at most [`TALL_ROWS`] rows whose `B` fits in L2 and whose rows are a multiple of 4
+    ///   floats: its tall variant, over two rows of tiles;
     /// - a single product of inner dimension at most [`RANK_K`]: [`RANK_K_KERNEL`] (`f32`
     ///   FMAs), which streams `C` once;
     /// - else the tile kernel of the policy that its cost model predicts to be fastest on the
@@ -484,7 +485,7 @@ impl Gpu {
         // The rows of C that give each SM two of `kernel`'s blocks.
         let two_blocks_per_sm =
             |kernel: &GpuKernel| 2 * kernel.spec.tile.0 as usize * loaded.info.sm_count as usize;
-        match skinny_kernel(batch, m, n, k) {
+        match skinny_kernel(batch, m, n, k, loaded.info.l2_bytes) {
             // A column too short for two of `vector`'s blocks per SM, on 8 rows a block.
             Some(Skinny::Vector) if n == 1 && m < two_blocks_per_sm(&loaded.vector) => {
                 return &loaded.vector_column;
@@ -1091,8 +1092,14 @@ enum Skinny {
 /// `k <= 2 n` or (a single product) a `K` deep enough for `vector` to split it
 /// [`DEEP_ROW_SLICES`] ways, or to split it at all for a row of at most 16 columns, to
 /// `vector`; at most [`few_rows::FEW`] rows to `few_rows`; a single product of at most
-/// [`TALL_ROWS`] rows to its tall variant; anything else to the tile kernels (`None`).
-fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
+/// [`TALL_ROWS`] rows to its tall variant where that runs well (below); anything else to the
+/// tile kernels (`None`).
+///
+/// The tall variant's rows of tiles each read all of `B`: it takes a product whose `B` fits in
+/// the L2 cache (`l2_bytes`), so that the second row of tiles reads it from there, and whose
+/// rows of `A` and `B` are a multiple of 4 floats (`k`, `n`), for its 16-byte entry (its 4-byte
+/// one ran at 0.40-0.67 of cuBLAS where the small tiles ran at 0.79-0.97).
+fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize, l2_bytes: usize) -> Option<Skinny> {
     // A single row whose K `vector` splits at least DEEP_ROW_SLICES ways, or at all when the row
     // spans at most half its block's columns (which it then takes in groups of lanes).
     let row_for_vector = || {
@@ -1106,7 +1113,12 @@ fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize) -> Option<Skinny> {
         Some(Skinny::Vector)
     } else if few_rows::SPEC.shapes.fits(m, n) {
         Some(Skinny::FewRows)
-    } else if batch == 1 && m <= TALL_ROWS {
+    } else if batch == 1
+        && m <= TALL_ROWS
+        && k.is_multiple_of(4)
+        && n.is_multiple_of(4)
+        && k.saturating_mul(n).saturating_mul(4) <= l2_bytes
+    {
         Some(Skinny::FewRowsTall)
     } else {
         None
@@ -1229,13 +1241,17 @@ mod tests {
             (1, 8, 1024, 1024, Some(FewRows)),
             (1, 8, 256, 8192, Some(FewRows)),
             (32, 5, 64, 64, Some(FewRows)),
-            (1, 9, 4096, 4096, Some(FewRowsTall)),
+            (1, 9, 2048, 4096, Some(FewRowsTall)),
             (1, 16, 512, 512, Some(FewRowsTall)),
             (2, 16, 512, 512, None),
+            // B past the L2 cache (50 MiB here), or rows not a multiple of 4 floats.
+            (1, 10, 9592, 3240, None),
+            (1, 10, 9592, 3241, None),
+            (1, 14, 1000, 3001, None),
             (1, 17, 4096, 4096, None),
             (1, 64, 64, 64, None),
         ] {
-            assert_eq!(skinny_kernel(batch, m, n, k), expected, "{batch} x {m}x{n}x{k}");
+            assert_eq!(skinny_kernel(batch, m, n, k, 50 << 20), expected, "{batch} x {m}x{n}x{k}");
         }
     }
 
