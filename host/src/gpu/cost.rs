@@ -28,9 +28,8 @@
 //! The coefficients are non-negative and fitted to the four kernels' times on an H100, and
 //! `narrow.fixed` chosen on narrow and short products timed the same way (the data and the
 //! fits: `docs/performance-notes.md`, "the tile kernel by predicted time" and "Narrow tiles on
-//! the tensor cores"). On other GPUs
-//! the wave and SM counts come from the device and the coefficients stay the H100's: the choice
-//! needs only the kernels' ranking.
+//! the tensor cores"). On other GPUs the wave and SM counts come from the device and the
+//! coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
@@ -146,8 +145,10 @@ impl Cost {
         sm_count: usize,
         (m, n, k): (usize, usize, usize),
     ) -> usize {
-        let time = |s: usize| self.time(spec, slots, sm_count, 1, (m, n, k), s);
-        (1..=most_slices(spec, slots, m, n, k)).min_by(|&a, &b| time(a).total_cmp(&time(b))).unwrap_or(1)
+        (1..=most_slices(spec, slots, m, n, k))
+            .map(|s| (s, self.time(spec, slots, sm_count, 1, (m, n, k), s)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(1, |(s, _)| s)
     }
 
     /// The model's time for `slices` K slices of each product (1: not split).

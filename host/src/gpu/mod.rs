@@ -1097,8 +1097,8 @@ enum Skinny {
 ///
 /// The tall variant's rows of tiles each read all of `B`: it takes a product whose `B` fits in
 /// the L2 cache (`l2_bytes`), so that the second row of tiles reads it from there, and whose
-/// rows of `A` and `B` are a multiple of 4 floats (`k`, `n`), for its 16-byte entry (its 4-byte
-/// one ran at 0.40-0.67 of cuBLAS where the small tiles ran at 0.79-0.97).
+/// rows of `A` and `B` are a multiple of 4 floats (`k`, `n`), for its 16-byte entry; the tile
+/// kernels are faster than its 4-byte one (`docs/performance-notes.md`).
 fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize, l2_bytes: usize) -> Option<Skinny> {
     // A single row whose K `vector` splits at least DEEP_ROW_SLICES ways, or at all when the row
     // spans at most half its block's columns (which it then takes in groups of lanes).

@@ -768,18 +768,33 @@ pub fn fence_proxy_async_shared() {
     unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
 
+/// The operands `d0..d15`, `d16..d31` and `d32..d63` of [`asm_with_accumulators!`] as template
+/// fragments, from which [`accumulators!`] and [`untouched_accumulators!`] are made.
+#[cfg(target_feature = "sm_90a")]
+macro_rules! accumulator_names {
+    (0) => {
+        "{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}"
+    };
+    (16) => {
+        "{d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}"
+    };
+    (32) => {
+        "{d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}"
+    };
+}
+
 /// The operands of [`asm_with_accumulators!`] that an `m64nN` `wgmma` (`N` = 128, 64 or 32)
 /// writes, as a template fragment: `{d0}, ..., {d63}`, `{d0}, ..., {d31}` or `{d0}, ..., {d15}`.
 #[cfg(target_feature = "sm_90a")]
 macro_rules! accumulators {
     (32) => {
-        "{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}"
+        accumulator_names!(0)
     };
     (64) => {
-        concat!(accumulators!(32), ", {d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}")
+        concat!(accumulators!(32), ", ", accumulator_names!(16))
     };
     (128) => {
-        concat!(accumulators!(64), ", {d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}")
+        concat!(accumulators!(64), ", ", accumulator_names!(32))
     };
 }
 
@@ -791,10 +806,10 @@ macro_rules! untouched_accumulators {
         ""
     };
     (64) => {
-        "{d32}, {d33}, {d34}, {d35}, {d36}, {d37}, {d38}, {d39}, {d40}, {d41}, {d42}, {d43}, {d44}, {d45}, {d46}, {d47}, {d48}, {d49}, {d50}, {d51}, {d52}, {d53}, {d54}, {d55}, {d56}, {d57}, {d58}, {d59}, {d60}, {d61}, {d62}, {d63}"
+        accumulator_names!(32)
     };
     (32) => {
-        concat!("{d16}, {d17}, {d18}, {d19}, {d20}, {d21}, {d22}, {d23}, {d24}, {d25}, {d26}, {d27}, {d28}, {d29}, {d30}, {d31}, ", untouched_accumulators!(64))
+        concat!(accumulator_names!(16), ", ", accumulator_names!(32))
     };
 }
 

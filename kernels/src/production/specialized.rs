@@ -50,8 +50,10 @@
 //! rows all lie past `m` takes part in the handoffs without multiplying.
 //!
 //! Two entries: the producers copy 16 bytes at a time where the operands allow it (aligned,
-//! rows a multiple of 4 floats long), else 4 bytes at a time, so no operand is ever copied into
-//! a padded buffer first ([`RawCopy`](crate::production::warpgroup)); the rest is the same code.
+//! rows a multiple of 4 floats long), else 4 bytes at a time
+//! ([`RawCopy`](crate::production::warpgroup)); the rest is the same code. The host copies
+//! operands into padded buffers for the 16-byte entry only where that costs less than the
+//! 4-byte loop (`SPEC.padding`).
 //!
 //! Block: 512 threads, 128 x 128 of `C`; one block per SM.
 //!
