@@ -298,6 +298,34 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
 }
 
 #[test]
+fn every_count_of_k_slices_gives_the_product() {
+    let Some(gpu) = gpu_or_skip("every_count_of_k_slices_gives_the_product") else { return };
+    // `with_k_slices` forces the split that `k_slices` otherwise chooses: every tile kernel
+    // that splits K, at counts that divide K evenly and not, in slices of 4- and 16-byte
+    // loads (K odd and a multiple of 4), on a transposed A, a column-major C, padded leading
+    // dimensions and beta = 0 over NaN.
+    let cases = [
+        check::Case::new(97, 75, 1001, 1.0, 0.5, 1),
+        check::Case::new(130, 190, 1024, -1.5, 0.0, 0),
+        check::Case::new(64, 33, 2049, 0.5, 1.5, 3).with(check::COMBOS[1]),
+        check::Case::new(200, 70, 777, 1.0, 0.0, 2).with(check::COMBOS[4]),
+    ];
+    assert!(matches!(gpu.clone().with_k_slices(Some(0)), Err(Error::InvalidArgument { .. })));
+    for name in ["specialized", "split_k", "small_tile", "tiny_tile"] {
+        let Ok(by_name) = gpu.clone().with_kernel(name) else { continue };
+        let kernel = gpu.kernel(name).unwrap();
+        let shallowest = kernel.spec.k_slices.unwrap() as usize;
+        for slices in [1, 2, 3, 5, 7, 32, 1000] {
+            let gpu = by_name.clone().with_k_slices(Some(slices)).unwrap();
+            // The count asked for, within the kernel's limits.
+            let expected = slices.min(32).min(1001 / shallowest).max(1);
+            assert_eq!(gpu.k_slices(kernel, 97, 75, 1001), expected, "{name} at {slices}");
+            assert_cases_pass(&gpu, &cases, &format!("{name} in {slices} K slices"));
+        }
+    }
+}
+
+#[test]
 fn columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads() {
     let Some(gpu) = gpu_or_skip("columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads") else {
         return;

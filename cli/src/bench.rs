@@ -41,7 +41,9 @@ pub struct BenchArgs {
     backend: Backend,
     /// `auto` (the automatic choice of the accurate policy, its own row), `strict` (the
     /// automatic choice of the strict policy), `all` (every kernel, and auto), or a
-    /// comma-separated list of these and kernel names.
+    /// comma-separated list of these and kernel names. On the GPU, `NAME@S` runs a single
+    /// product cut into `S` K slices (`Gpu::with_k_slices`; fewer where the kernel's slices
+    /// would be too shallow), e.g. `specialized@1,specialized@4,auto`.
     #[arg(long, default_value = "auto")]
     kernels: String,
     /// Square sizes: a comma-separated list of `N` or `FIRST:LAST:STEP` ranges
@@ -124,6 +126,10 @@ pub struct Row {
     pub peer_tflops: Option<f64>,
     /// `tflops / peer_tflops`.
     pub ratio: Option<f64>,
+    /// GPU rows of a single product: the K slices it was cut into (as chosen for the shape
+    /// before any padding of `K` to a multiple of 4); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<usize>,
     /// Single-threaded CPU rows only: the register-only FMA loop, timed in the same rounds as
     /// this row's contenders (median), the core's peak at this moment.
     pub fma_peak_tflops: Option<f64>,
@@ -358,12 +364,20 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
         "all" => engine.kernel_names().iter().map(|s| s.to_string()).chain(["auto".into()]).collect(),
         list => list.split(',').map(|s| s.trim().to_string()).collect(),
     };
-    // Unknown names fail before the sweep starts.
-    for kernel in kernels.iter().filter(|k| *k != "auto" && *k != "strict") {
+    // Unknown names and slice counts fail before the sweep starts.
+    let mut gpu_entries = Vec::new();
+    for kernel in &kernels {
+        let (name, slices) = kernel_and_slices(kernel)?;
         match engine.gpu() {
-            Some(gpu) => _ = gpu.kernel(kernel)?,
-            None => _ = sgemm::cpu::kernel(Some(kernel))?,
+            Some(gpu) if name != "auto" && name != "strict" => _ = gpu.kernel(name)?,
+            Some(_) => {}
+            None if slices.is_some() => {
+                return Err(format!("--kernels {kernel}: K slices are for GPU kernels").into());
+            }
+            None if name == "auto" || name == "strict" => {}
+            None => _ = sgemm::cpu::kernel(Some(name))?,
         }
+        gpu_entries.push((kernel.clone(), name.to_string(), slices));
     }
     // The L2 flush buffer is allocated once for the sweep.
     let mut flush = engine.gpu().map(L2Flush::new).transpose()?;
@@ -407,12 +421,12 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
             progress.set_message(format!("{}, {threads} thread(s)", problem.label()));
             let Timings { ours, peers, peak } = match (engine.gpu(), flush.as_mut()) {
                 (Some(gpu), Some(flush)) => {
-                    time_gpu(gpu, flush, &problem, &kernels, args.peers, flops, &progress)?
+                    time_gpu(gpu, flush, &problem, &gpu_entries, args.peers, flops, &progress)?
                 }
                 _ => time_cpu(&problem, &kernels, threads, args.peers, flops, &progress)?,
             };
             let best_peer = peers.iter().max_by(|x, y| x.tflops.total_cmp(&y.tflops)).cloned();
-            for (kernel, resolved, timing) in ours {
+            for (kernel, resolved, slices, timing) in ours {
                 let tolerance = reference::TOLERANCE;
                 let row = Row {
                     backend: backend.clone(),
@@ -431,6 +445,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     peer: best_peer.as_ref().map(|p| p.name.clone()),
                     peer_tflops: best_peer.as_ref().map(|p| p.tflops),
                     ratio: best_peer.as_ref().map(|p| timing.tflops / p.tflops),
+                    slices,
                     fma_peak_tflops: peak.as_ref().map(|p| p.tflops),
                     peak_fraction: peak.as_ref().map(|p| timing.tflops / p.tflops),
                     max_rel_err: timing.max_rel_err,
@@ -491,8 +506,23 @@ fn say(progress: &ProgressBar, line: String) {
     if progress.is_hidden() { println!("{line}") } else { progress.println(line) }
 }
 
-/// Our kernel's timing, with the name asked for and the kernel that ran.
-type Timed = (String, String, Timing);
+/// Our kernel's timing, with the name asked for, the kernel that ran and (GPU, single
+/// products) the K slices it ran on.
+type Timed = (String, String, Option<usize>, Timing);
+
+/// A GPU `--kernels` entry as asked for, its kernel's name (or `auto`, `strict`) and K slices.
+type GpuEntry = (String, String, Option<usize>);
+
+/// A `--kernels` entry: the kernel's name (or `auto`, `strict`) and the K slices after `@`.
+fn kernel_and_slices(entry: &str) -> Result<(&str, Option<usize>), String> {
+    match entry.split_once('@') {
+        None => Ok((entry, None)),
+        Some((name, slices)) => match slices.parse() {
+            Ok(s) if s > 0 => Ok((name, Some(s))),
+            _ => Err(format!("--kernels {entry}: `{slices}` is not a positive count of K slices")),
+        },
+    }
+}
 
 /// Everything timed at one size and thread count.
 struct Timings {
@@ -506,7 +536,7 @@ fn time_gpu(
     gpu: &Gpu,
     flush: &mut L2Flush,
     problem: &Problem,
-    kernels: &[String],
+    kernels: &[GpuEntry],
     with_peers: bool,
     flops: f64,
     progress: &ProgressBar,
@@ -535,10 +565,14 @@ fn time_gpu(
     };
     let mut ours = Vec::new();
     let strict = gpu.clone().with_precision(sgemm::Precision::Strict);
-    for kernel in kernels {
-        let resolved = match kernel.as_str() {
-            "auto" => gpu.chosen_for(Layout::RowMajor, batch, m, n, k),
-            "strict" => strict.chosen_for(Layout::RowMajor, batch, m, n, k),
+    for (kernel, name, slices) in kernels {
+        let gpu = &match name.as_str() {
+            "strict" => strict.clone(),
+            _ => gpu.clone(),
+        }
+        .with_k_slices(*slices)?;
+        let resolved = match name.as_str() {
+            "auto" | "strict" => gpu.chosen_for(Layout::RowMajor, batch, m, n, k),
             name => gpu.kernel(name)?,
         };
         let timing = measure(kernel, &|c| {
@@ -548,7 +582,8 @@ fn time_gpu(
             let (a, b) = (Strided::new(a, m * k), Strided::new(b, k * n));
             gpu.enqueue_strided(resolved, batch, 1.0, a, b, 0.0, Strided::new(c, m * n))
         })?;
-        ours.push((kernel.clone(), resolved.spec.name.to_string(), timing));
+        let slices = (batch == 1).then(|| gpu.k_slices(resolved, m, n, k));
+        ours.push((kernel.clone(), resolved.spec.name.to_string(), slices, timing));
         progress.inc(1);
     }
     let mut peers = Vec::new();
@@ -749,7 +784,7 @@ fn time_cpu(
         let timing = summarize(name, samples, flops, error, Estimator::Median);
         match *role {
             Role::Ours(resolved) => {
-                ours.push((name.clone(), resolved.to_string(), timing));
+                ours.push((name.clone(), resolved.to_string(), None, timing));
                 progress.inc(1);
             }
             Role::Peer => peers.push(timing),

@@ -149,6 +149,8 @@ pub struct Gpu {
     precision: Precision,
     /// A kernel chosen by name.
     kernel: Option<Chosen>,
+    /// K slices chosen by the caller ([`with_k_slices`](Gpu::with_k_slices)).
+    slices: Option<usize>,
 }
 
 /// A kernel of one of the loaded modules: an index into its list.
@@ -358,7 +360,7 @@ impl Gpu {
             workspace: Mutex::new(None),
             info,
         };
-        Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None })
+        Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None, slices: None })
     }
 
     /// The same device with calls under `precision` (the default is [`Precision::Accurate`]);
@@ -374,6 +376,24 @@ impl Gpu {
     /// ladder's module. [`Error::UnknownKernel`] if this device has no such kernel.
     pub fn with_kernel(mut self, name: &str) -> Result<Self> {
         self.kernel = Some(self.find(name)?);
+        Ok(self)
+    }
+
+    /// The same device with every single product that a kernel able to split `K` runs cut into
+    /// `slices` K slices (split-K), for study and for fitting the cost model, instead of the
+    /// count [`k_slices`](Self::k_slices) chooses; fewer where a slice would be shallower than
+    /// the kernel allows ([`KernelSpec::k_slices`]) or past the most split-K takes (32). The
+    /// choice of kernel is unchanged. `None` restores the automatic count.
+    /// [`Error::InvalidArgument`] (position 0, `slices`) for `Some(0)`.
+    pub fn with_k_slices(mut self, slices: Option<usize>) -> Result<Self> {
+        if slices == Some(0) {
+            return Err(Error::InvalidArgument {
+                position: 0,
+                name: "slices",
+                reason: "at least 1 K slice".into(),
+            });
+        }
+        self.slices = slices;
         Ok(self)
     }
 
@@ -698,7 +718,9 @@ impl Gpu {
         // The scratch copies are freed here, ordered on the stream after the launches.
     }
 
-    /// How many K slices [`split_k`] cuts an `m x n x k` GEMM into.
+    /// How many K slices split-K cuts a single `m x n x k` product on `kernel` into (`C`
+    /// row-major `m x n`; each slice's partial of `C` goes to a workspace, and a reduction adds
+    /// them in order).
     ///
     /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks; for the
     /// matrix-vector kernels, whose block of 32 warps with sixteen loads in flight each keeps
@@ -707,12 +729,19 @@ impl Gpu {
     /// at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x 128 kernels'
     /// tile height, so that a slice's block computes at least a cube, 64 for the small and tiny
     /// tiles, whose shallower slices give shorter chains of additions per output), for a tile
-    /// kernel the count its cost model predicts fastest ([`cost::Cost::slices`]: more slices
+    /// kernel the count its cost model predicts fastest (`cost::Cost::slices`: more slices
     /// fill more SMs, but every wave of blocks costs a pipeline's start and every slice a
     /// partial of `C`), for the others the count whose waves are fullest (`blocks / (waves x
-    /// slots)`, the fewest slices on a tie). One for a kernel that does not split.
-    pub(crate) fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
+    /// slots)`, the fewest slices on a tie). One for a kernel that does not split. A count set
+    /// by [`with_k_slices`](Self::with_k_slices) takes precedence, within the kernel's limits.
+    pub fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
+        if let Some(slices) = self.slices {
+            return match spec.k_slices {
+                Some(shallowest) => slices.min(MAX_SLICES).min(k / shallowest as usize).max(1),
+                None => 1,
+            };
+        }
         let slots = match spec.shapes {
             Shapes::Vector => self.loaded.info.sm_count as usize,
             Shapes::Any | Shapes::FewRows(_) => self.slots(kernel),
