@@ -52,7 +52,6 @@ pub mod infra {
 /// `tiny_tile` (32 x 32, for batches of small members that leave SMs idle even so), `vector`
 /// (matrix-vector products) and `few_rows` (at most 8 rows of `C`), all four f32 FMAs.
 pub mod production {
-    pub mod chunked_copy;
     pub mod few_rows;
     pub mod rank_k;
     pub mod scaling;

@@ -582,27 +582,6 @@ pub unsafe fn cp_async_cg_16(dst: SharedAddr, src: *const f32, guard: bool) {
     }
 }
 
-/// `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: as [`cp_async_cg_16`], reading
-/// only the first `src_bytes` (0 to 16) of the 16 at `src` and zero-filling the rest, so that a
-/// copy of an aligned 16 bytes stops where its row or matrix ends.
-///
-/// # Safety
-/// `dst` must be a 16-byte aligned address in this block's shared memory; `src` a 16-byte
-/// aligned global address whose first `src_bytes` (at most 16) are valid (any address when
-/// `src_bytes` is 0). Same visibility rules as [`cp_async_cg_16`].
-#[inline(always)]
-pub unsafe fn cp_async_cg_16_first(dst: SharedAddr, src: *const f32, src_bytes: u32) {
-    unsafe {
-        asm!(
-            "cp.async.cg.shared.global [{d}], [{s}], 16, {n};",
-            d = in(reg32) dst.0,
-            s = in(reg64) src,
-            n = in(reg32) src_bytes,
-            options(nostack),
-        );
-    }
-}
-
 /// `cp.async.ca.shared.global [dst], [src], 4, src_size`: as [`cp_async_cg_16`] for a single
 /// float (4-byte copies must go through L1, `.ca`), so a copy can scatter a row of global
 /// memory into a column of shared memory (a transpose on the way in).

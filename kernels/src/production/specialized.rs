@@ -131,31 +131,24 @@ mod device_code {
     use crate::infra::ptx::{
         F32x4, MatrixDescriptor, SharedAddr, bar_arrive_named, bar_red_or_named, bar_sync_named,
         barrier_sync_unaligned, cp_async_wait_group, fence_proxy_async_shared, ld_shared_f32,
-        ld_shared_v4_f32, mbarrier_arrive, mbarrier_init, mbarrier_wait, opaque_u64, red_shared_or, setmaxnreg_dec,
+        ld_shared_v4_f32, mbarrier_arrive, mbarrier_init, mbarrier_wait, red_shared_or, setmaxnreg_dec,
         setmaxnreg_inc, st_shared_f32, st_shared_v4_f32, vote_all, wgmma_commit_group, wgmma_fence,
         wgmma_m64k8_tf32_rs, wgmma_m64k8_tf32_rs_into, wgmma_wait_group,
     };
     use crate::production::warpgroup::device_code::{
         K_STRIDE, MN_STRIDE, RawCopy, core_offset, multiply, split4, store_tile, tile_origin,
     };
-    use crate::production::chunked_copy::device_code::{align_a_rows, copy_tile, misalignment};
     use crate::production::warpgroup::{A_LD, A_RAW, B_LD, BK, BM, BN, STAGE};
     use crate::production::window::WindowCheck;
 
     /// Registers per thread of the producers after they give the rest to the consumers, and of
-    /// the consumers after they took them, with 16-byte copies ([`RawCopy`]) and with chunked
-    /// ones, which compute their addresses and guards afresh for each tile: 256 * 40 + 256 *
-    /// 216 = 256 * 48 + 256 * 208 = 65536, the 128 per thread of 512 threads that the launch
-    /// bound gives the block (the pool they trade in).
+    /// the consumers after they took them: 256 * 40 + 256 * 216 = 65536, the 128 per thread
+    /// of 512 threads that the launch bound gives the block (the pool they trade in).
     const PRODUCER_REGS: u32 = 40;
     const CONSUMER_REGS: u32 = 216;
-    const CHUNKED_PRODUCER_REGS: u32 = 48;
-    const CHUNKED_CONSUMER_REGS: u32 = 208;
     const _: () = assert!(
         PRODUCERS * PRODUCER_REGS + CONSUMERS * CONSUMER_REGS
-            <= (65536 / (PRODUCERS + CONSUMERS)) / 8 * 8 * (PRODUCERS + CONSUMERS)
-            && PRODUCERS * CHUNKED_PRODUCER_REGS + CONSUMERS * CHUNKED_CONSUMER_REGS
-                <= (65536 / (PRODUCERS + CONSUMERS)) / 8 * 8 * (PRODUCERS + CONSUMERS),
+            <= (65536 / (PRODUCERS + CONSUMERS)) / 8 * 8 * (PRODUCERS + CONSUMERS),
         "setmaxnreg.inc would wait forever for registers the block does not have"
     );
 
@@ -201,11 +194,9 @@ mod device_code {
         multiplied_width(args.n - tile_origin().1)
     }
 
-    /// The producers: copy the raw tiles of this block's `A` rows and `B` columns two ahead
-    /// (16 bytes at a time: `RawCopy` when `VEC4`, else in [chunks](crate::production::chunked_copy)
-    /// from the 16-byte boundaries before the rows, `A`'s rows then moved back in place), split
-    /// each `B` tile into split set `t % 2` once the consumers have released it, and hand it
-    /// over. Returns whether any `B` value this thread split was outside the window.
+    /// The producers: copy the raw tiles of this block's `A` rows and `B` columns two ahead,
+    /// split each `B` tile into split set `t % 2` once the consumers have released it, and
+    /// hand it over. Returns whether any `B` value this thread split was outside the window.
     ///
     /// # Safety
     /// The GEMM contract; thread `ptid` of the producers, all of which call it.
@@ -218,18 +209,7 @@ mod device_code {
     ) -> bool {
         let GemmArgs { n, k, .. } = *args;
         let col0 = tile_origin().1;
-        // Only the chunked copies ask for it.
-        let row0 = if VEC4 { 0 } else { tile_origin().0 };
         let mut copies = RawCopy::<VEC4>::new(args, base, ptid);
-        // SAFETY (both): the contract of `produce`, whose loop below meets the copies' rules.
-        let mut copy = #[inline(always)]
-        |t: u32| unsafe {
-            if VEC4 {
-                copies.tile(raw_stage(t), t * BK);
-            } else {
-                copy_tile(args, (row0, col0), ptid, base.offset_bytes(raw_stage(t)), t * BK);
-            }
-        };
 
         // The split of a raw B tile: thread ptid takes column r of the tile and the pieces c =
         // ptid / 128 + 2 j along K. Piece c of a column holds logical positions 4 (c % 2)..+4
@@ -237,24 +217,20 @@ mod device_code {
         // docs). 32 consecutive lanes read 32 consecutive floats of a row, and 8 of them write
         // one core matrix's 128 contiguous bytes: no bank conflicts. Each value goes to the
         // window check, which counts only for a column inside C (columns past n may hold
-        // anything). Chunked copies leave a row's values at its offset (rows c + 8 i share it).
+        // anything).
         let r = ptid % BN;
         let mut b_window = WindowCheck::new();
         let b_live = col0 + r < n;
         let mut split = #[inline(always)]
         |stage: u32, set: u32| {
             let to = base.offset_bytes(set);
-            // Opaque, so that the chunked copies' offsets are computed for each tile rather
-            // than kept.
-            let b = if VEC4 { args.b } else { opaque_u64(args.b as u64) as *const f32 };
             for j in 0..BK / 4 / PRODUCER_GROUPS {
                 let c = ptid / BN + PRODUCER_GROUPS * j;
                 let at = core_offset(r, c);
-                let o = if VEC4 { 0 } else { misalignment(b.wrapping_add(offset(c, col0, args.ldb))) };
                 // SAFETY: the raw stage's copies completed before the producers' barrier; the
                 // split set was released by the consumers (`empty`).
                 unsafe {
-                    let b_at = |i: u32| base.offset_bytes(stage + A_RAW + ((c + 8 * i) * B_LD + o + r) * 4);
+                    let b_at = |i: u32| base.offset_bytes(stage + A_RAW + ((c + 8 * i) * B_LD + r) * 4);
                     let x = F32x4(core::array::from_fn(|i| ld_shared_f32(b_at(i as u32))));
                     for &v in &x.0 {
                         b_window.see(v);
@@ -266,10 +242,12 @@ mod device_code {
             }
         };
 
-        // Every copy: a raw stage is refilled only after the consumers released its tile
-        // (`empty`) and every producer split it (the producers' barrier since).
-        copy(0);
-        copy(1);
+        // SAFETY (every copy): a raw stage is refilled only after the consumers released its
+        // tile (`empty`) and every producer split it (the producers' barrier since).
+        unsafe {
+            copies.tile(raw_stage(0), 0);
+            copies.tile(raw_stage(1), BK);
+        }
         for t in 0..k.div_ceil(BK) {
             let s = t % 2;
             // This thread's copies of tile t have landed (only tile t + 1's may be pending);
@@ -284,12 +262,7 @@ mod device_code {
             // tile t + 2 goes (zero-filled past K).
             // SAFETY: initialized before the block-wide barrier that preceded the loop.
             unsafe { mbarrier_wait(handoff.empty(s), (t / 2 % 2) ^ 1) };
-            copy(t + 2);
-            if !VEC4 {
-                // SAFETY: tile t landed (the barrier above); the consumers read it only after
-                // `full`, below.
-                unsafe { align_a_rows(args, row0, ptid, base.offset_bytes(raw_stage(t)), t * BK) };
-            }
+            unsafe { copies.tile(raw_stage(t + 2), (t + 2) * BK) };
             split(raw_stage(t), s * SET);
             fence_proxy_async_shared();
             // SAFETY: one arrival per producer thread per phase, the count it was made with.
@@ -439,22 +412,14 @@ mod device_code {
         // SAFETY: the contract; each role's threads all run their part.
         unsafe {
             if tid < PRODUCERS {
-                if VEC4 {
-                    setmaxnreg_dec::<PRODUCER_REGS>();
-                } else {
-                    setmaxnreg_dec::<CHUNKED_PRODUCER_REGS>();
-                }
+                setmaxnreg_dec::<PRODUCER_REGS>();
                 if produce::<VEC4>(&args, base, handoff, tid) {
                     red_shared_or(handoff.outside(), 1);
                 }
                 // The report and the drained copies happen before the consumers pass.
                 bar_arrive_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
             } else {
-                if VEC4 {
-                    setmaxnreg_inc::<CONSUMER_REGS>();
-                } else {
-                    setmaxnreg_inc::<CHUNKED_CONSUMER_REGS>();
-                }
+                setmaxnreg_inc::<CONSUMER_REGS>();
                 let ctid = tid - PRODUCERS;
                 match tile_width(&args) {
                     32 => consumers::<VEC4, 32>(&args, base, handoff, ctid),
