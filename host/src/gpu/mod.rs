@@ -14,17 +14,18 @@ mod batched;
 mod cost;
 mod dependent_launch;
 mod device_matrix;
+mod kept;
 mod pinned;
 
 pub use device_matrix::{DeviceMatMut, DeviceMatRef, DeviceMatrix};
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice,
-    DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DeviceSlice, DriverError,
+    LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use sgemm_kernels::helpers::pad::{self, PadParams};
@@ -35,6 +36,7 @@ use sgemm_kernels::production::split_k::{self, ReduceParams};
 use sgemm_kernels::production::{few_rows, rank_k, small_tile, specialized, tiny_tile, vector, warpgroup};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Padding, Shapes};
 
+use self::kept::{Kept, Scratch};
 use crate::batch::Strided;
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
 use crate::semantics::{Work, row_major_shape, with_row_major_c, work};
@@ -141,8 +143,10 @@ impl GpuKernel {
 /// set the options of one handle.
 ///
 /// Products whose tiles alone cannot fill the GPU split `K` into a device workspace of
-/// partials; the handles of one device keep that workspace from one call to the next (up to
-/// 64 MiB, freed with the last handle), as cuBLAS keeps its own.
+/// partials, and operands a kernel cannot read as they are (transposed, or rows that are not a
+/// multiple of 4 floats where padding pays) are copied first. The handles of one device keep
+/// these buffers from one call to the next, as cuBLAS keeps its workspace (up to 64 MiB of
+/// partials and 128 MiB for each of the two operands' copies, freed with the last handle).
 #[derive(Clone)]
 pub struct Gpu {
     loaded: Arc<Loaded>,
@@ -190,10 +194,13 @@ struct Loaded {
     transpose: GpuKernel,
     pad: GpuKernel,
     split_k_reduce: GpuKernel,
-    /// The split-K partials' buffer, kept from one call to the next (the largest asked for
-    /// so far, up to [`KEPT_WORKSPACE_BYTES`]); locked while a call queues its two launches,
-    /// and the stream orders each call's use after the previous one's.
-    workspace: Mutex<Option<CudaSlice<f32>>>,
+    /// The split-K partials' buffer, kept from one call to the next (up to
+    /// [`KEPT_WORKSPACE_BYTES`]).
+    workspace: Kept,
+    /// The copies of `A` and of `B` that a kernel reads instead of the operands (padded or
+    /// transposed), kept from one call to the next (up to [`KEPT_COPY_BYTES`] each).
+    a_copies: Kept,
+    b_copies: Kept,
     info: DeviceInfo,
 }
 
@@ -254,6 +261,10 @@ const MAX_SLICES: usize = 32;
 /// The largest split-K workspace a [`Gpu`] keeps between calls (larger ones are allocated and
 /// freed by each call): products of up to 1024 x 1024 x 16 slices, or 2048 x 2048 x 4.
 const KEPT_WORKSPACE_BYTES: usize = 64 << 20;
+
+/// The largest copy of an operand (padded or transposed) a [`Gpu`] keeps between calls, for
+/// each of `A` and `B` (larger ones are allocated and freed by each call): 4096 x 8192 values.
+const KEPT_COPY_BYTES: usize = 128 << 20;
 
 impl Gpu {
     /// Opens device `ordinal`: retains its primary context (the one the CUDA runtime and other
@@ -357,7 +368,9 @@ impl Gpu {
             transpose,
             pad,
             split_k_reduce,
-            workspace: Mutex::new(None),
+            workspace: Kept::new(KEPT_WORKSPACE_BYTES),
+            a_copies: Kept::new(KEPT_COPY_BYTES),
+            b_copies: Kept::new(KEPT_COPY_BYTES),
             info,
         };
         Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None, slices: None })
@@ -662,22 +675,25 @@ impl Gpu {
         // Operands the kernel cannot read as they are become row-major copies: transposed ones,
         // and, when the kernel's 16-byte entry is to run on padded copies (`pads`), ones whose
         // rows are not a multiple of 4 floats (K then rounded up, the added columns of A and
-        // rows of B zero). The copies are freed after the launches, in stream order.
+        // rows of B zero), in buffers kept between calls (or, too large to keep, freed after
+        // the launches, in stream order).
         let pads = pads(kernel.spec.padding, padding_copies((&a, a_step), (&b, b_step), shape), shape);
         let to4 = |x: usize| if pads { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(&a, a_step, batch, (m, k), pads)?;
-        let b_copy = self.readable(&b, b_step, batch, (k, n_b), pads)?;
+        let a_copy = self.readable(&self.loaded.a_copies, &a, a_step, batch, (m, k), pads)?;
+        let b_copy = self.readable(&self.loaded.b_copies, &b, b_step, batch, (k, n_b), pads)?;
         // A scratch copy starts a fresh allocation (256-byte aligned) and its members are a
         // multiple of 4 floats apart; a caller's buffer needs both checked.
         let direct_aligned = |x: &DeviceMatRef, step: usize| x.aligned && step.is_multiple_of(4);
         let aligned = a_copy.as_ref().map_or(direct_aligned(&a, a_step), |c| c.1.is_multiple_of(4))
             && b_copy.as_ref().map_or(direct_aligned(&b, b_step), |c| c.1.is_multiple_of(4));
-        let (a_buf, lda, a_step) =
-            a_copy.as_ref().map_or((a.buf.slice(..), a.ld(), a_step), |(t, step)| (t.as_view(), k, *step));
-        let (b_buf, ldb, b_step) =
-            b_copy.as_ref().map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.as_view(), n_b, *step));
+        let (a_buf, lda, a_step) = a_copy
+            .as_ref()
+            .map_or((a.buf.slice(..), a.ld(), a_step), |(t, step)| (t.buf().as_view(), k, *step));
+        let (b_buf, ldb, b_step) = b_copy
+            .as_ref()
+            .map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.buf().as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
         // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
         // its members fill the grid instead, in one launch.
@@ -776,22 +792,11 @@ impl Gpu {
         let depth = if wide { k / slices / 4 * 4 } else { k / slices };
         let done = slices * depth;
         let len = slices * m * n;
-        // The partials go to the kept buffer when it is large enough, else to a new one (kept in
-        // its place when small enough; the old one's free is ordered on the stream after its
-        // last use).
-        let mut kept = self.loaded.workspace.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut fresh = None;
-        let workspace = match kept.as_mut() {
-            Some(buf) if buf.len() >= len => buf,
-            _ => {
-                *kept = None;
-                // SAFETY: every partial element is written by the slices' launch before the
-                // reduction reads it (each block writes its whole tile's in-range part; the
-                // reduction reads only in-range elements).
-                let buf = unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?;
-                if len * 4 <= KEPT_WORKSPACE_BYTES { kept.insert(buf) } else { fresh.insert(buf) }
-            }
-        };
+        // SAFETY: every partial element is written by the slices' launch before the reduction
+        // reads it (each block writes its whole tile's in-range part; the reduction reads only
+        // in-range elements); both launches go on the handle's stream.
+        let mut workspace =
+            unsafe { self.loaded.workspace.get(&self.loaded.stream, len) }.map_err(alloc_error(len * 4))?;
         // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
@@ -806,7 +811,7 @@ impl Gpu {
             b: b.slice(..),
             ldb: ldb32,
             beta: 0.0,
-            c: workspace.as_view_mut(),
+            c: workspace.buf_mut().as_view_mut(),
             ldc: n32,
             // The slices as a batch: slice z's columns of A, rows of B, partial of the workspace.
             a_step: depth as u64,
@@ -825,7 +830,7 @@ impl Gpu {
             m: m32,
             n: n32,
             slices: slices32,
-            workspace: workspace.as_view(),
+            workspace: workspace.buf().as_view(),
             tail: tail32,
             a: a_tail,
             lda: lda32,
@@ -882,15 +887,17 @@ impl Gpu {
     /// dimension that is a multiple of 4. Otherwise row-major `shape` copies with leading
     /// dimension `shape.1`, made on the device (queued on the stream) by the `transpose` kernel
     /// (column-major `x`) or `pad` (row-major), and their step: `shape.0 * shape.1`, or 0 (one
-    /// copy) when `step` is 0. Elements beyond `x`'s own rows and columns are zero.
-    fn readable(
+    /// copy) when `step` is 0, in the buffer of `kept`. Elements beyond `x`'s own rows and
+    /// columns are zero.
+    fn readable<'k>(
         &self,
+        kept: &'k Kept,
         x: &DeviceMatRef,
         step: usize,
         batch: usize,
         shape: (usize, usize),
         aligned: bool,
-    ) -> Result<Option<(CudaSlice<f32>, usize)>> {
+    ) -> Result<Option<(Scratch<'k>, usize)>> {
         let padded = shape != (x.rows(), x.cols());
         if x.layout() == Layout::RowMajor && !padded && (!aligned || x.lines_aligned(step)) {
             return Ok(None);
@@ -901,14 +908,17 @@ impl Gpu {
         let (copies, copy_step) = if step == 0 { (1, 0) } else { (batch, shape.0 * shape.1) };
         let len =
             copies.checked_mul(shape.0 * shape.1).ok_or(Error::OutOfDeviceMemory { bytes: usize::MAX })?;
-        let mut dst = if x.layout() == Layout::ColMajor && padded {
-            // The transpose writes x's rows x cols; the rest stays zero.
-            self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len * 4))?
-        } else {
-            // SAFETY: the transpose or the padding below writes every element before
-            // anything reads it.
-            unsafe { self.loaded.stream.alloc::<f32>(len) }.map_err(alloc_error(len * 4))?
-        };
+        // SAFETY: the transpose or the padding below writes every element of the first `len`
+        // (the copies) before anything reads it, or the zeros do; all on the handle's stream.
+        let mut scratch = unsafe { kept.get(&self.loaded.stream, len) }.map_err(alloc_error(len * 4))?;
+        let dst = scratch.buf_mut();
+        if x.layout() == Layout::ColMajor && padded {
+            // The transpose writes x's rows x cols; the rest is zero.
+            self.loaded
+                .stream
+                .memset_zeros(&mut dst.slice_mut(..len))
+                .map_err(Error::cuda("zeroing a padded copy"))?;
+        }
         let steps = [step as u64, copy_step as u64];
         if x.layout() == Layout::RowMajor {
             let spec = &self.loaded.pad.spec;
@@ -960,7 +970,7 @@ impl Gpu {
                     .map_err(Error::cuda("launching transpose"))
             })?;
         }
-        Ok(Some((dst, copy_step)))
+        Ok(Some((scratch, copy_step)))
     }
 
     /// Queues `function` over `config` with `params`, which push themselves in the order of
