@@ -12,6 +12,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceSlice};
 use sgemm_kernels::helpers::pad::PadParams;
 
+use super::kept::{Kept, Scratch};
 use super::{DeviceMatMut, DeviceMatRef, Gpu, GpuKernel, alloc_error, launch_config, pinned, to_u32};
 use crate::batch::{Members, Strided, check_counts, check_list, check_strided, common_shape};
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes, span};
@@ -51,30 +52,31 @@ impl Gpu {
             guards.push(pinned::Pinned::new(ctx, &a.matrix.data[..a_len]));
             guards.push(pinned::Pinned::new(ctx, &b.matrix.data[..b_len]));
         }
-        // With beta == 0 C is not read: no upload.
-        let mut c_dev =
-            if beta == 0.0 { self.zeros(c_len)? } else { self.upload_slice(&c.matrix.data[..c_len])? };
+        // The device copies go to buffers kept between calls. With beta == 0 C is not read: no
+        // upload (zeros, so that the copy back reads no uninitialized memory).
+        let mut c_dev = self.upload_kept(&self.loaded.host_c, &c.matrix.data[..c_len], beta != 0.0)?;
         let cm = &c.matrix;
-        let c_view = DeviceMatMut::new(c_dev.as_view_mut(), cm.layout, cm.rows, cm.cols, cm.ld)?;
+        let c_view =
+            DeviceMatMut::new(c_dev.buf_mut().slice_mut(..c_len), cm.layout, cm.rows, cm.cols, cm.ld)?;
         if work == Work::ScaleC {
             // A and B are not read, so not copied either.
             self.enqueue_scale_c(beta, batch, c_view, c.stride)?;
         } else {
-            let (a_dev, b_dev) =
-                (self.upload_slice(&a.matrix.data[..a_len])?, self.upload_slice(&b.matrix.data[..b_len])?);
+            let a_dev = self.upload_kept(&self.loaded.host_a, &a.matrix.data[..a_len], true)?;
+            let b_dev = self.upload_kept(&self.loaded.host_b, &b.matrix.data[..b_len], true)?;
             let (am, bm) = (&a.matrix, &b.matrix);
             let a_s = Strided::new(
-                DeviceMatRef::new(a_dev.as_view(), am.layout, am.rows, am.cols, am.ld)?,
+                DeviceMatRef::new(a_dev.buf().slice(..a_len), am.layout, am.rows, am.cols, am.ld)?,
                 a.stride,
             );
             let b_s = Strided::new(
-                DeviceMatRef::new(b_dev.as_view(), bm.layout, bm.rows, bm.cols, bm.ld)?,
+                DeviceMatRef::new(b_dev.buf().slice(..b_len), bm.layout, bm.rows, bm.cols, bm.ld)?,
                 b.stride,
             );
             let kernel = self.chosen_for(cm.layout, batch, rows, cols, k);
             self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c.stride))?;
         }
-        self.download_members(&c_dev, batch, c)?;
+        self.download_members(c_dev.buf(), batch, c)?;
         drop(guards);
         Ok(())
     }
@@ -303,11 +305,19 @@ impl Gpu {
         self.loaded.stream.alloc_zeros::<f32>(len).map_err(alloc_error(len.saturating_mul(4)))
     }
 
-    /// A device copy of `data`.
-    fn upload_slice(&self, data: &[f32]) -> Result<CudaSlice<f32>> {
-        let mut buf = self.zeros(data.len())?;
-        if !data.is_empty() {
-            self.loaded.stream.memcpy_htod(data, &mut buf).map_err(Error::cuda("copying to the device"))?;
+    /// A device copy of `data` (with `upload`; zeros of its length without) at the start of the
+    /// buffer of `kept`, which stays locked until the result is dropped.
+    fn upload_kept<'k>(&self, kept: &'k Kept, data: &[f32], upload: bool) -> Result<Scratch<'k>> {
+        let len = data.len().max(1);
+        let stream = &self.loaded.stream;
+        // SAFETY: the first `len` elements are written below, on the handle's stream, before
+        // anything reads them; nothing reads past them.
+        let mut buf = unsafe { kept.get(stream, len) }.map_err(alloc_error(len.saturating_mul(4)))?;
+        let mut dst = buf.buf_mut().slice_mut(..len);
+        if upload && !data.is_empty() {
+            stream.memcpy_htod(data, &mut dst).map_err(Error::cuda("copying to the device"))?;
+        } else {
+            stream.memset_zeros(&mut dst).map_err(Error::cuda("zeroing a device buffer"))?;
         }
         Ok(buf)
     }

@@ -146,7 +146,8 @@ impl GpuKernel {
 /// partials, and operands a kernel cannot read as they are (transposed, or rows that are not a
 /// multiple of 4 floats where padding pays) are copied first. The handles of one device keep
 /// these buffers from one call to the next, as cuBLAS keeps its workspace (up to 64 MiB of
-/// partials and 128 MiB for each of the two operands' copies, freed with the last handle).
+/// partials and 128 MiB for each of the two operands' copies, freed with the last handle), and
+/// so, in calls on host memory, the device copies of the operands (up to 64 MiB each).
 #[derive(Clone)]
 pub struct Gpu {
     loaded: Arc<Loaded>,
@@ -201,6 +202,11 @@ struct Loaded {
     /// transposed), kept from one call to the next (up to [`KEPT_COPY_BYTES`] each).
     a_copies: Kept,
     b_copies: Kept,
+    /// The device copies of host operands (`A`, `B`, `C`) in calls on host memory, kept from
+    /// one call to the next (up to [`KEPT_HOST_COPY_BYTES`] each).
+    host_a: Kept,
+    host_b: Kept,
+    host_c: Kept,
     info: DeviceInfo,
 }
 
@@ -265,6 +271,11 @@ const KEPT_WORKSPACE_BYTES: usize = 64 << 20;
 /// The largest copy of an operand (padded or transposed) a [`Gpu`] keeps between calls, for
 /// each of `A` and `B` (larger ones are allocated and freed by each call): 4096 x 8192 values.
 const KEPT_COPY_BYTES: usize = 128 << 20;
+
+/// The largest device copy of a host operand a [`Gpu`] keeps between calls, for each of `A`,
+/// `B` and `C`: 4096 x 4096 values. Beyond that the copies over the bus take far longer than
+/// mapping fresh memory.
+const KEPT_HOST_COPY_BYTES: usize = 64 << 20;
 
 impl Gpu {
     /// Opens device `ordinal`: retains its primary context (the one the CUDA runtime and other
@@ -371,6 +382,9 @@ impl Gpu {
             workspace: Kept::new(KEPT_WORKSPACE_BYTES),
             a_copies: Kept::new(KEPT_COPY_BYTES),
             b_copies: Kept::new(KEPT_COPY_BYTES),
+            host_a: Kept::new(KEPT_HOST_COPY_BYTES),
+            host_b: Kept::new(KEPT_HOST_COPY_BYTES),
+            host_c: Kept::new(KEPT_HOST_COPY_BYTES),
             info,
         };
         Ok(Self { loaded: Arc::new(loaded), precision: Precision::default(), kernel: None, slices: None })
