@@ -326,6 +326,42 @@ fn every_count_of_k_slices_gives_the_product() {
 }
 
 #[test]
+fn calls_from_several_threads_share_the_kept_buffers() {
+    let Some(gpu) = gpu_or_skip("calls_from_several_threads_share_the_kept_buffers") else { return };
+    // The buffers a device keeps between calls (host operands' copies, padded and transposed
+    // copies, split-K partials) are shared by every handle of the device: four threads call on
+    // clones of one handle, with copies of every kind, larger and smaller in turn, so that each
+    // buffer is grown, then handed out again holding another call's values.
+    let cases = [
+        check::Case::new(1001, 999, 1003, 1.0, 0.5, 0),
+        check::Case::new(64, 33, 17, -1.0, 0.0, 1).with(check::COMBOS[5]),
+        check::Case::new(700, 500, 333, 0.5, 1.5, 2).with(check::COMBOS[3]),
+        check::Case::new(130, 190, 1024, 1.0, 0.0, 0).with(check::COMBOS[4]),
+        check::Case::new(97, 75, 1001, 1.0, 0.5, 1),
+    ];
+    std::thread::scope(|s| {
+        for thread in 0..4u64 {
+            let (gpu, cases) = (gpu.clone(), &cases);
+            s.spawn(move || {
+                for round in 0..2u64 {
+                    for (i, case) in cases.iter().enumerate() {
+                        let seed = thread * 100 + round * 10 + i as u64;
+                        let r = check::run_case(
+                            case,
+                            seed,
+                            |alpha, a: &MatRef, b: &MatRef, beta, c: &mut MatMut| {
+                                gpu.gemm(alpha, a, b, beta, c)
+                            },
+                        );
+                        assert!(r.is_ok(), "thread {thread}, round {round}: {}", r.unwrap_err());
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads() {
     let Some(gpu) = gpu_or_skip("columns_of_short_rows_give_the_same_bits_with_4_and_16_byte_loads") else {
         return;
