@@ -92,9 +92,9 @@ pub fn cblas_trans(t: i32) -> Option<u8> {
 }
 
 /// The position in `cblas_sgemm(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,
-/// c, ldc)` of the argument behind `SGEMM`'s `info`, as the reference CBLAS reports it. A
-/// row-major call runs as the column-major `C^T = op(B)^T op(A)^T`, so `SGEMM`'s `M`, `LDA`
-/// are CBLAS's `n`, `ldb` and the other way round.
+/// c, ldc)` of the argument behind `SGEMM`'s `info`, as the caller passed it. A row-major call
+/// runs as the column-major `C^T = op(B)^T op(A)^T`, so `SGEMM`'s `M`, `LDA` are CBLAS's `n`,
+/// `ldb` and the other way round.
 pub fn cblas_position(row_major: bool, info: i32) -> i32 {
     match (row_major, info) {
         (true, 3) => 5,  // SGEMM's M is CBLAS's n
@@ -102,6 +102,21 @@ pub fn cblas_position(row_major: bool, info: i32) -> i32 {
         (true, 8) => 11, // LDA is ldb
         (true, 10) => 9, // LDB is lda
         (_, info) => info + 1,
+    }
+}
+
+/// The position the reference CBLAS reports to `cblas_xerbla` for a bad argument of a
+/// row-major `cblas_sgemm` at `position` in the caller's list: its place in the column-major
+/// call the reference makes (`m` and `n`, `lda` and `ldb` swapped; the others stay). The
+/// reference's handler maps it back, told by the global `RowMajorStrg` that the call was
+/// row-major. (The map is its own inverse.)
+pub fn column_major_call_position(position: i32) -> i32 {
+    match position {
+        4 => 5,
+        5 => 4,
+        9 => 11,
+        11 => 9,
+        p => p,
     }
 }
 
@@ -134,5 +149,10 @@ mod tests {
         assert_eq!([3, 4, 5, 8, 10, 13].map(|i| cblas_position(false, i)), [4, 5, 6, 9, 11, 14]);
         // Row-major: the arguments named as the caller passed them.
         assert_eq!([3, 4, 5, 8, 10, 13].map(|i| cblas_position(true, i)), [5, 4, 6, 11, 9, 14]);
+        // What the reference reports for a row-major call: SGEMM's info plus one.
+        assert_eq!(
+            [3, 4, 5, 8, 10, 13].map(|i| column_major_call_position(cblas_position(true, i))),
+            [4, 5, 6, 9, 11, 14]
+        );
     }
 }

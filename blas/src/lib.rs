@@ -10,9 +10,12 @@
 //!
 //! Semantics are the reference implementations', end to end:
 //! - the arguments are checked in the reference order, and a bad one is reported through the
-//!   program's `xerbla_` (Fortran) or `cblas_xerbla` (CBLAS) with the reference's numbering,
-//!   or, where the program has none, by printing the reference message (without the reference
-//!   handlers' stop); the call returns with `C` untouched ([`xerbla`]);
+//!   program's `xerbla_` (Fortran) or `cblas_xerbla` (CBLAS) with the reference's numbering
+//!   (for a row-major `cblas_sgemm` in a program that has the reference CBLAS's `RowMajorStrg`,
+//!   the reference's own convention, which its handlers map back; checked against the netlib
+//!   testers `sblat3` and `c_sblat3`), or, where the program has none, by printing the reference
+//!   message (without the reference handlers' stop); the call returns with `C` untouched
+//!   ([`xerbla`]);
 //! - quick return when `m == 0`, `n == 0`, or `beta == 1` with `alpha == 0` or `k == 0`; `A`
 //!   and `B` are not read when `alpha == 0` or `k == 0` (they may then be null), `C` is not read
 //!   when `beta == 0`; nothing outside `C`'s `m x n` block is written;
@@ -34,7 +37,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use sgemm::{MatMut, MatRef, Strided};
 
-use crate::args::{CBLAS_COL_MAJOR, CBLAS_ROW_MAJOR, Checked, cblas_position, cblas_trans, check};
+use crate::args::{
+    CBLAS_COL_MAJOR, CBLAS_ROW_MAJOR, Checked, cblas_position, cblas_trans, check, column_major_call_position,
+};
 use crate::routing::Router;
 
 /// Runs `f`, catching a panic so that it never crosses into the caller's language.
@@ -185,7 +190,7 @@ unsafe fn cblas<I: Into<i64>>(
 ) {
     guarded(routine, || {
         let sizes = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
-        let report = |position| xerbla::cblas(c"cblas_sgemm", position);
+        let report = |position, reference| xerbla::cblas(c"cblas_sgemm", position, reference);
         let Some((row_major, call)) = cblas_checked(layout, transa, transb, sizes, report) else { return };
         let (a, b) = in_column_major_order(row_major, a, b);
         // SAFETY: the caller's contract. A single product has no members to overlap, so it
@@ -196,22 +201,25 @@ unsafe fn cblas<I: Into<i64>>(
 
 /// A CBLAS call's layout, transposes and sizes (`m, n, k, lda, ldb, ldc`) checked as
 /// `cblas_sgemm` checks them: whether it is row-major and the column-major call it is, or `None`
-/// after reporting the first bad argument to `report` at its `cblas_sgemm` position.
+/// after reporting the first bad argument to `report`: its `cblas_sgemm` position in the
+/// caller's list and, for a row-major call, the position the reference CBLAS reports for it
+/// ([`column_major_call_position`]).
 fn cblas_checked(
     layout: c_int,
     transa: c_int,
     transb: c_int,
     [m, n, k, lda, ldb, ldc]: [i64; 6],
-    report: impl FnOnce(i32),
+    report: impl FnOnce(i32, Option<i32>),
 ) -> Option<(bool, Checked)> {
     let row_major = match layout {
         CBLAS_ROW_MAJOR => true,
         CBLAS_COL_MAJOR => false,
         _ => {
-            report(1);
+            report(1, None);
             return None;
         }
     };
+    let report = |position| report(position, row_major.then(|| column_major_call_position(position)));
     let Some(ta) = cblas_trans(transa) else {
         report(2);
         return None;
@@ -378,10 +386,11 @@ pub unsafe extern "C" fn cblas_sgemm_batch_strided(
     batch_size: c_int,
 ) {
     let routine = "cblas_sgemm_batch_strided";
-    let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position);
+    // MKL's routine, whose numbering is the caller's list in either layout.
+    let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position, None);
     guarded(routine, || {
         let sizes = [m, n, k, lda, ldb, ldc].map(i64::from);
-        let at_batch_position = |position| report(batch_position(position));
+        let at_batch_position = |position, _| report(batch_position(position));
         let Some((row_major, call)) = cblas_checked(layout, transa, transb, sizes, at_batch_position) else {
             return;
         };

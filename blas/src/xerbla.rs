@@ -1,6 +1,13 @@
 //! Reporting a bad argument the way BLAS does: through the program's `xerbla_` (Fortran
 //! `SGEMM`) or `cblas_xerbla` (`cblas_sgemm`).
 //!
+//! Where the process has the reference CBLAS's global `RowMajorStrg` (the reference CBLAS
+//! library and its test programs define it), a row-major `cblas_sgemm` reports its bad
+//! argument as the reference does: at its place in the column-major call the reference makes
+//! (`m` and `n`, `lda` and `ldb` swapped), with `RowMajorStrg` set to 1 while the handler runs,
+//! which is how the reference's handlers know to map it back. Elsewhere the handler is given
+//! the argument's place in the caller's list.
+//!
 //! The library holds weak references to both names and defines neither. So a program (or a
 //! BLAS library loaded beside this one, when it is preloaded in front of the system's) that
 //! defines one has it called, with the reference arguments, whether it links the shared or
@@ -25,6 +32,7 @@ type CblasXerbla = unsafe extern "C" fn(c_int, *const c_char, *const c_char, ...
 std::arch::global_asm!(
     ".weak xerbla_",
     ".weak cblas_xerbla",
+    ".weak RowMajorStrg",
     ".pushsection .data.rel.ro.sgemm_blas_handlers,\"aw\"",
     ".p2align 3",
     ".globl sgemm_blas_handlers",
@@ -32,16 +40,17 @@ std::arch::global_asm!(
     "sgemm_blas_handlers:",
     ".quad xerbla_",
     ".quad cblas_xerbla",
+    ".quad RowMajorStrg",
     ".popsection",
 );
 
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe extern "C" {
-    /// `[xerbla_, cblas_xerbla]`, each null when the process does not define it.
-    static sgemm_blas_handlers: [*const c_void; 2];
+    /// `[xerbla_, cblas_xerbla, RowMajorStrg]`, each null when the process does not define it.
+    static sgemm_blas_handlers: [*const c_void; 3];
 }
 
-/// The process's handler `index` of `[xerbla_, cblas_xerbla]`, if it has one.
+/// The process's `index` of `[xerbla_, cblas_xerbla, RowMajorStrg]`, if it has one.
 fn handler(index: usize) -> Option<*const c_void> {
     #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
@@ -75,15 +84,31 @@ pub fn fortran(info: i32) {
     }
 }
 
-/// Reports the bad argument at `position` of the CBLAS routine `routine` (`c"cblas_sgemm"`)
-/// through the process's `cblas_xerbla`, else prints it.
-pub fn cblas(routine: &CStr, position: i32) {
+/// Reports the bad argument at `position` (in the caller's list) of the CBLAS routine
+/// `routine` through the process's `cblas_xerbla`, else prints it. `reference`: the position
+/// the reference CBLAS reports for it in a row-major call, given to the handler with
+/// `RowMajorStrg` set where the process has that global (see the module docs); `None` for a
+/// column-major call or a routine without that convention.
+pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>) {
     match handler(1) {
         Some(address) => {
             // SAFETY: `cblas_xerbla` has the reference CBLAS interface; the format has no
-            // conversions, so no variadic argument is read.
+            // conversions, so no variadic argument is read. `RowMajorStrg` is the reference's
+            // `int`.
             let xerbla: CblasXerbla = unsafe { std::mem::transmute(address) };
-            unsafe { xerbla(position, routine.as_ptr(), c"".as_ptr()) };
+            let row_major = handler(2).map(|flag| flag.cast::<c_int>().cast_mut());
+            let reported = match (row_major, reference) {
+                (Some(_), Some(reference)) => reference,
+                _ => position,
+            };
+            let set = |value: c_int| {
+                if let Some(flag) = row_major {
+                    unsafe { flag.write_volatile(value) };
+                }
+            };
+            set(c_int::from(reference.is_some()));
+            unsafe { xerbla(reported, routine.as_ptr(), c"".as_ptr()) };
+            set(0);
         }
         None => eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy()),
     }
