@@ -50,12 +50,22 @@ void cblas_sgemm64_(CBLAS_LAYOUT layout, enum CBLAS_TRANSPOSE transa, enum CBLAS
 void sgemm_64_(const char *transa, const char *transb, const long long *m, const long long *n,
                const long long *k, const float *alpha, const float *a, const long long *lda,
                const float *b, const long long *ldb, const float *beta, float *c, const long long *ldc);
+/* cblas_sgemm64_ under the _64 suffix of the reference CBLAS's 64-bit-integer routines. */
+void cblas_sgemm_64(CBLAS_LAYOUT layout, enum CBLAS_TRANSPOSE transa, enum CBLAS_TRANSPOSE transb,
+                    long long m, long long n, long long k, float alpha, const float *a, long long lda,
+                    const float *b, long long ldb, float beta, float *c, long long ldc);
 
 /* The error handlers the library calls when the program (or a BLAS loaded beside it) defines
  * them; where none is defined it prints the reference messages and returns. The library
- * defines neither. */
+ * defines none of them. Where the program has the reference CBLAS's global RowMajorStrg, a
+ * row-major call's bad m, n, lda or ldb is reported as the reference reports it (at its place
+ * in the column-major call, with RowMajorStrg set while the handler runs). */
 void xerbla_(const char *srname, const int *info, size_t srname_len);
 void cblas_xerbla(int p, const char *rout, const char *form, ...);
+/* The 64-bit-integer entries report through these first where the program defines them (the
+ * handlers of the reference BLAS's and CBLAS's 64-bit-integer builds). */
+void xerbla_64_(const char *srname, const long long *info, size_t srname_len);
+void cblas_xerbla_64(long long p, const char *rout, const char *form, ...);
 
 #ifdef __cplusplus
 }

@@ -5,8 +5,9 @@
 //! Link it (`-lsgemm_blas`) or put it in front of the system BLAS (`LD_PRELOAD`): then a
 //! program's SGEMM calls come here and every other BLAS routine still comes from the system
 //! library. The C declarations are in `include/sgemm_blas.h`. The library exports `sgemm_`
-//! (with the aliases `sgemm` and `SGEMM`), `cblas_sgemm`, their 64-bit-integer forms and
-//! `cblas_sgemm_batch_strided`, nothing else.
+//! (with the aliases `sgemm` and `SGEMM`), `cblas_sgemm`, their 64-bit-integer forms (under
+//! OpenBLAS's `64_` suffix and the reference CBLAS's `_64`) and `cblas_sgemm_batch_strided`,
+//! nothing else.
 //!
 //! Semantics are the reference implementations', end to end:
 //! - the arguments are checked in the reference order, and a bad one is reported through the
@@ -161,7 +162,8 @@ unsafe fn fortran_sgemm<I: Copy + Into<i64>>(
                 // A single product: no members to overlap, so it does not fail.
                 let _ = unsafe { run(routine, call, 1, alpha, (a, 0), (b, 0), beta, (c, 0)) };
             }
-            Err(info) => xerbla::fortran(info),
+            // The 64-bit-integer entries report through a 64-bit XERBLA where there is one.
+            Err(info) => xerbla::fortran(info, size_of::<I>() == size_of::<i64>()),
         }
     })
 }
@@ -190,7 +192,9 @@ unsafe fn cblas<I: Into<i64>>(
 ) {
     guarded(routine, || {
         let sizes = [m.into(), n.into(), k.into(), lda.into(), ldb.into(), ldc.into()];
-        let report = |position, reference| xerbla::cblas(c"cblas_sgemm", position, reference);
+        // The reference CBLAS's 64-bit routines report through its `cblas_xerbla_64`.
+        let wide = routine.ends_with("_64");
+        let report = |position, reference| xerbla::cblas(c"cblas_sgemm", position, reference, wide);
         let Some((row_major, call)) = cblas_checked(layout, transa, transb, sizes, report) else { return };
         let (a, b) = in_column_major_order(row_major, a, b);
         // SAFETY: the caller's contract. A single product has no members to overlap, so it
@@ -347,6 +351,12 @@ cblas_entry! {
     cblas_sgemm64_, i64
 }
 cblas_entry! {
+    /// [`cblas_sgemm64_`] under the `_64` suffix of the reference CBLAS's 64-bit-integer
+    /// routines (LAPACK's `BUILD_INDEX64_EXT_API`); a bad argument goes to the program's
+    /// `cblas_xerbla_64` where it has one.
+    cblas_sgemm_64, i64
+}
+cblas_entry! {
     /// [`cblas_sgemm64_`] under the name the PyPI wheels of numpy and SciPy call (see
     /// [`scipy_sgemm_64_`]): `LD_PRELOAD` then reaches a pip-installed numpy too.
     scipy_cblas_sgemm64_, i64
@@ -387,7 +397,7 @@ pub unsafe extern "C" fn cblas_sgemm_batch_strided(
 ) {
     let routine = "cblas_sgemm_batch_strided";
     // MKL's routine, whose numbering is the caller's list in either layout.
-    let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position, None);
+    let report = |position| xerbla::cblas(c"cblas_sgemm_batch_strided", position, None, false);
     guarded(routine, || {
         let sizes = [m, n, k, lda, ldb, ldc].map(i64::from);
         let at_batch_position = |position, _| report(batch_position(position));

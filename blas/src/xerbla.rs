@@ -21,8 +21,13 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 /// Fortran's `XERBLA(SRNAME, INFO)`: the name's hidden length comes last (gfortran passes it as
 /// `size_t`).
 type Xerbla = unsafe extern "C" fn(*const c_char, *const c_int, usize);
+/// `XERBLA_64(SRNAME, INFO)` of the reference BLAS's 64-bit-integer build (`INFO` `INTEGER*8`).
+type Xerbla64 = unsafe extern "C" fn(*const c_char, *const i64, usize);
 /// `cblas_xerbla(p, rout, form, ...)`: variadic in the reference CBLAS.
 type CblasXerbla = unsafe extern "C" fn(c_int, *const c_char, *const c_char, ...);
+/// `cblas_xerbla_64(p, rout, form, ...)`: the reference CBLAS's handler for its 64-bit-integer
+/// routines (`cblas_sgemm_64`).
+type CblasXerbla64 = unsafe extern "C" fn(i64, *const c_char, *const c_char, ...);
 
 // The addresses of the process's `xerbla_` and `cblas_xerbla`, filled by the linker (static
 // linking) or the dynamic loader (shared): weak undefined references, null where nothing
@@ -33,6 +38,8 @@ std::arch::global_asm!(
     ".weak xerbla_",
     ".weak cblas_xerbla",
     ".weak RowMajorStrg",
+    ".weak cblas_xerbla_64",
+    ".weak xerbla_64_",
     ".pushsection .data.rel.ro.sgemm_blas_handlers,\"aw\"",
     ".p2align 3",
     ".globl sgemm_blas_handlers",
@@ -41,16 +48,20 @@ std::arch::global_asm!(
     ".quad xerbla_",
     ".quad cblas_xerbla",
     ".quad RowMajorStrg",
+    ".quad cblas_xerbla_64",
+    ".quad xerbla_64_",
     ".popsection",
 );
 
 #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe extern "C" {
-    /// `[xerbla_, cblas_xerbla, RowMajorStrg]`, each null when the process does not define it.
-    static sgemm_blas_handlers: [*const c_void; 3];
+    /// `[xerbla_, cblas_xerbla, RowMajorStrg, cblas_xerbla_64, xerbla_64_]`, each null when
+    /// the process does not define it.
+    static sgemm_blas_handlers: [*const c_void; 5];
 }
 
-/// The process's `index` of `[xerbla_, cblas_xerbla, RowMajorStrg]`, if it has one.
+/// The process's `index` of `[xerbla_, cblas_xerbla, RowMajorStrg, cblas_xerbla_64,
+/// xerbla_64_]`, if it has one.
 fn handler(index: usize) -> Option<*const c_void> {
     #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
@@ -65,16 +76,22 @@ fn handler(index: usize) -> Option<*const c_void> {
     }
 }
 
-/// Reports `SGEMM`'s bad argument `info` through the process's `xerbla_`, else prints it.
-pub fn fortran(info: i32) {
+/// Reports `SGEMM`'s bad argument `info` through the process's `xerbla_` (with `wide`, the
+/// 64-bit-integer entries, its `xerbla_64_` first: the reference BLAS's handler in its
+/// 64-bit-integer build), else prints it.
+pub fn fortran(info: i32, wide: bool) {
     let name = b"SGEMM ";
-    match handler(0) {
-        Some(address) => {
-            // SAFETY: `xerbla_` has the Fortran XERBLA interface by BLAS's convention.
+    // SAFETY (both calls): the handlers have the Fortran XERBLA interface by BLAS's convention.
+    match (handler(4).filter(|_| wide), handler(0)) {
+        (Some(address), _) => {
+            let xerbla: Xerbla64 = unsafe { std::mem::transmute(address) };
+            unsafe { xerbla(name.as_ptr().cast(), &i64::from(info), name.len()) };
+        }
+        (None, Some(address)) => {
             let xerbla: Xerbla = unsafe { std::mem::transmute(address) };
             unsafe { xerbla(name.as_ptr().cast(), &info, name.len()) };
         }
-        None => {
+        (None, None) => {
             let name = String::from_utf8_lossy(name);
             eprintln!(
                 " ** On entry to {:<6} parameter number {info:>2} had an illegal value",
@@ -85,31 +102,43 @@ pub fn fortran(info: i32) {
 }
 
 /// Reports the bad argument at `position` (in the caller's list) of the CBLAS routine
-/// `routine` through the process's `cblas_xerbla`, else prints it. `reference`: the position
+/// `routine` through the process's `cblas_xerbla` (with `wide`, its `cblas_xerbla_64` first, the
+/// reference's handler for 64-bit-integer routines), else prints it. `reference`: the position
 /// the reference CBLAS reports for it in a row-major call, given to the handler with
 /// `RowMajorStrg` set where the process has that global (see the module docs); `None` for a
 /// column-major call or a routine without that convention.
-pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>) {
-    match handler(1) {
-        Some(address) => {
-            // SAFETY: `cblas_xerbla` has the reference CBLAS interface; the format has no
-            // conversions, so no variadic argument is read. `RowMajorStrg` is the reference's
-            // `int`.
-            let xerbla: CblasXerbla = unsafe { std::mem::transmute(address) };
-            let row_major = handler(2).map(|flag| flag.cast::<c_int>().cast_mut());
-            let reported = match (row_major, reference) {
-                (Some(_), Some(reference)) => reference,
-                _ => position,
-            };
-            let set = |value: c_int| {
-                if let Some(flag) = row_major {
-                    unsafe { flag.write_volatile(value) };
-                }
-            };
-            set(c_int::from(reference.is_some()));
-            unsafe { xerbla(reported, routine.as_ptr(), c"".as_ptr()) };
-            set(0);
-        }
-        None => eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy()),
+pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>, wide: bool) {
+    let (narrow, wide) = (handler(1), handler(3).filter(|_| wide));
+    if narrow.is_none() && wide.is_none() {
+        eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy());
+        return;
     }
+    let row_major = handler(2).map(|flag| flag.cast::<c_int>().cast_mut());
+    let reported = match (row_major, reference) {
+        (Some(_), Some(reference)) => reference,
+        _ => position,
+    };
+    // SAFETY: `RowMajorStrg` is the reference's `int`.
+    let set = |value: c_int| {
+        if let Some(flag) = row_major {
+            unsafe { flag.write_volatile(value) };
+        }
+    };
+    set(c_int::from(reference.is_some()));
+    // SAFETY: the handlers have the reference CBLAS interfaces; the format has no conversions,
+    // so no variadic argument is read.
+    unsafe {
+        match (wide, narrow) {
+            (Some(address), _) => {
+                let xerbla: CblasXerbla64 = std::mem::transmute(address);
+                xerbla(i64::from(reported), routine.as_ptr(), c"".as_ptr());
+            }
+            (None, Some(address)) => {
+                let xerbla: CblasXerbla = std::mem::transmute(address);
+                xerbla(reported, routine.as_ptr(), c"".as_ptr());
+            }
+            (None, None) => {}
+        }
+    }
+    set(0);
 }
