@@ -56,9 +56,10 @@ pub struct CpuKernel {
 }
 
 /// The packed kernel with microkernel `uk`, as a registry row: products that
-/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, and
-/// matrix-vector products and products of a few rows ([`vector::applies`]) to `vector`, the
-/// same instruction set's matrix-vector kernels.
+/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
+/// calling thread; matrix-vector products and products of a few rows ([`vector::applies`]) to
+/// `vector`, the same instruction set's matrix-vector kernels; narrow ones
+/// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads.
 macro_rules! packed_kernel {
     ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {
         CpuKernel {
@@ -78,6 +79,9 @@ macro_rules! packed_kernel {
                     let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: as above, for `vector`.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
+                } else if unpacked::fits_narrow(&$uk, m, n, k) {
+                    // SAFETY: as above; C is row-major (the contract).
+                    unsafe { unpacked::by_rows($small, &$uk, threads, alpha, a, b, beta, c) }
                 } else {
                     packed::gemm(&$uk, threads, alpha, a, b, beta, c)
                 }

@@ -22,11 +22,18 @@
 //! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products run on the
 //! calling thread ([`fits`] keeps them under the work that pays for a second one), so the
 //! result does not depend on the thread count.
+//!
+//! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
+//! tall, over a `B` that stays in L2 and a `K` within one packed sum. Packing there costs what
+//! little reuse there is: each packed panel of `A` serves only the few tiles across `C`, so the
+//! copy of `A` is a large share of the product (4096 x 64 x 64 on one Zen 5 thread: 170-180
+//! GFLOP/s packed, 245-250 unpacked). Their rows of `C` are dealt to the threads in blocks of
+//! whole tiles ([`by_rows`]); each element is the same computation on any thread count.
 
 use std::cell::RefCell;
 
 use super::cache;
-use super::microkernel::{rank_one_update, update_c};
+use super::microkernel::{Microkernel, rank_one_update, update_c};
 use super::packed;
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
@@ -62,6 +69,67 @@ fn max_b_copy() -> usize {
 pub fn fits(m: usize, n: usize, k: usize, b: Layout) -> bool {
     let small = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k) <= MAX_FLOPS;
     small && (b == Layout::RowMajor || k.saturating_mul(n) <= max_b_copy())
+}
+
+/// The widest `C`, in register tiles, that [`fits_narrow`] takes: each packed panel of `A`
+/// would serve at most this many tiles.
+const NARROW_TILES: usize = 4;
+
+/// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked with its rows
+/// dealt to the threads ([`by_rows`]): `C` at most [`NARROW_TILES`] of `uk`'s tiles wide, `B`
+/// within this core's share of L2 (every row of tiles reads all of it), and `k` within one of
+/// the packed path's sums (so each element is the packed path's computation, bit for bit).
+pub fn fits_narrow(uk: &Microkernel, m: usize, n: usize, k: usize) -> bool {
+    n <= NARROW_TILES * uk.nr && k.saturating_mul(n) <= max_b_copy() && packed::sum_depth(uk, m, k) >= k
+}
+
+/// `C = alpha * A * B + beta * C` by `small` ([`UnpackedFn`], `uk`'s tile), the rows of `C`
+/// dealt to as many of `threads` as the work pays for ([`packed::worth_waking`]), in blocks of
+/// whole tiles of `uk.mr` rows; each thread copies a column-major `B` for itself.
+///
+/// # Safety
+/// The CPU has `small`'s instruction set; `C` is row-major (the contract of
+/// [`CpuKernelFn`](super::CpuKernelFn)).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn by_rows(
+    small: UnpackedFn,
+    uk: &Microkernel,
+    threads: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) -> crate::Result<()> {
+    let (m, n, k) = (c.rows, c.cols, a.cols);
+    let threads = packed::worth_waking(threads, m, n, k);
+    if threads == 1 {
+        // SAFETY: the caller's contract.
+        unsafe { small(alpha, a, b, beta, c) };
+        return Ok(());
+    }
+    let rows = m.div_ceil(threads).next_multiple_of(uk.mr);
+    let (a_row, _) = a.strides();
+    let (ldc, layout) = (c.ld, c.layout);
+    // Each block's rows of C, disjoint: rows r0..r0 + rows start at r0 * ldc.
+    let blocks: Vec<(usize, &mut [f32])> = c
+        .data
+        .chunks_mut(rows * ldc)
+        .take(m.div_ceil(rows))
+        .enumerate()
+        .map(|(i, d)| (i * rows, d))
+        .collect();
+    packed::thread_pool(threads)?.install(|| {
+        use rayon::prelude::*;
+        blocks.into_par_iter().for_each(|(r0, data)| {
+            let height = rows.min(m - r0);
+            let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
+            let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };
+            // SAFETY: the caller's contract; rows r0.. of A and C, a row-major block.
+            unsafe { small(alpha, &a, b, beta, &mut c) };
+        });
+    });
+    Ok(())
 }
 
 /// Where a tile reads its operands and writes its result.
@@ -202,7 +270,7 @@ pub const PORTABLE: UnpackedFn = portable_4x8;
 mod tests {
     use super::*;
     use crate::cpu::TestOperands;
-    use crate::cpu::microkernel::{self, Microkernel};
+    use crate::cpu::microkernel;
 
     /// Each instruction set this CPU has: its unpacked kernel beside its packed microkernel.
     fn kernels() -> Vec<(UnpackedFn, Microkernel)> {
@@ -211,6 +279,40 @@ mod tests {
         kernels.extend([(AVX2, microkernel::AVX2), (AVX512, microkernel::AVX512)]);
         kernels.retain(|(_, uk)| (uk.detected)());
         kernels
+    }
+
+    #[test]
+    fn narrow_products_by_rows_give_the_packed_kernels_bits_on_any_thread_count() {
+        let layouts = [Layout::RowMajor, Layout::ColMajor];
+        for (small, uk) in kernels() {
+            // Tall and narrow, heights that are not a multiple of the tile's, widths across
+            // one to four tiles; the first two large enough for several threads.
+            for (m, n, k) in [(4001, 3 * uk.nr + 5, 41), (8197, uk.nr, 64), (2 * uk.mr + 1, 2 * uk.nr, 9)] {
+                let threads_used = packed::worth_waking(7, m, n, k);
+                assert!(fits_narrow(&uk, m, n, k), "{m}x{n}x{k}");
+                for (la, lb, beta) in [(0, 0, 0.0), (1, 1, 0.5)] {
+                    let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
+                    let mut packed = c0.clone();
+                    packed::gemm(&uk, 1, 1.5, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc))
+                        .unwrap();
+                    for threads in [1, 2, 3, 7].into_iter().filter(|&t| t == 1 || threads_used > 1) {
+                        let mut out = c0.clone();
+                        let mut c = MatMut::new(&mut out, m, n, ldc);
+                        // SAFETY: `uk` was detected, and `small` shares its instruction set; C
+                        // is row-major.
+                        unsafe { by_rows(small, &uk, threads, 1.5, &a, &b, beta, &mut c) }.unwrap();
+                        let case = format!(
+                            "{m}x{n}x{k} {:?} {:?} beta {beta}, {threads} threads",
+                            layouts[la], layouts[lb]
+                        );
+                        for (idx, (&u, &p)) in out.iter().zip(&packed).enumerate() {
+                            assert_eq!(u.to_bits(), p.to_bits(), "{case}: element {idx}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
