@@ -26,9 +26,9 @@
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
 //! tall, over a `B` that stays in L2 and a `K` within one packed sum. Packing there costs what
 //! little reuse there is: each packed panel of `A` serves only the few tiles across `C`, so the
-//! copy of `A` is a large share of the product (4096 x 64 x 64 on one Zen 5 thread: 170-180
-//! GFLOP/s packed, 245-250 unpacked). Their rows of `C` are dealt to the threads in blocks of
-//! whole tiles ([`by_rows`]); each element is the same computation on any thread count.
+//! copy of `A` is a large share of the product (measured in `docs/performance-notes.md`). Their
+//! rows of `C` are dealt to the threads in blocks of whole tiles ([`by_rows`]); each element is
+//! the same computation on any thread count.
 
 use std::cell::RefCell;
 
