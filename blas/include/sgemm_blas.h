@@ -62,8 +62,9 @@ void cblas_sgemm_64(CBLAS_LAYOUT layout, enum CBLAS_TRANSPOSE transa, enum CBLAS
  * in the column-major call, with RowMajorStrg set while the handler runs). */
 void xerbla_(const char *srname, const int *info, size_t srname_len);
 void cblas_xerbla(int p, const char *rout, const char *form, ...);
-/* The 64-bit-integer entries report through these first where the program defines them (the
- * handlers of the reference BLAS's and CBLAS's 64-bit-integer builds). */
+/* The handlers of the reference BLAS's and CBLAS's 64-bit-integer builds: sgemm_64_ (and
+ * scipy_sgemm_64_) report through xerbla_64_ first, cblas_sgemm_64 through cblas_xerbla_64
+ * first, where the program defines them. */
 void xerbla_64_(const char *srname, const long long *info, size_t srname_len);
 void cblas_xerbla_64(long long p, const char *rout, const char *form, ...);
 

@@ -13,10 +13,9 @@
 //! - the arguments are checked in the reference order, and a bad one is reported through the
 //!   program's `xerbla_` (Fortran) or `cblas_xerbla` (CBLAS) with the reference's numbering
 //!   (for a row-major `cblas_sgemm` in a program that has the reference CBLAS's `RowMajorStrg`,
-//!   the reference's own convention, which its handlers map back; checked against the netlib
-//!   testers `sblat3` and `c_sblat3`), or, where the program has none, by printing the reference
-//!   message (without the reference handlers' stop); the call returns with `C` untouched
-//!   ([`xerbla`]);
+//!   the reference's own convention, which its handlers map back), or, where the program has
+//!   none, by printing the reference message (without the reference handlers' stop); the call
+//!   returns with `C` untouched ([`xerbla`]);
 //! - quick return when `m == 0`, `n == 0`, or `beta == 1` with `alpha == 0` or `k == 0`; `A`
 //!   and `B` are not read when `alpha == 0` or `k == 0` (they may then be null), `C` is not read
 //!   when `beta == 0`; nothing outside `C`'s `m x n` block is written;

@@ -60,8 +60,15 @@ unsafe extern "C" {
     static sgemm_blas_handlers: [*const c_void; 5];
 }
 
-/// The process's `index` of `[xerbla_, cblas_xerbla, RowMajorStrg, cblas_xerbla_64,
-/// xerbla_64_]`, if it has one.
+/// Places in `sgemm_blas_handlers`.
+const XERBLA: usize = 0;
+const CBLAS_XERBLA: usize = 1;
+const ROW_MAJOR_STRG: usize = 2;
+const CBLAS_XERBLA_64: usize = 3;
+const XERBLA_64: usize = 4;
+
+/// The address of the process's symbol at `index` of `[xerbla_, cblas_xerbla, RowMajorStrg,
+/// cblas_xerbla_64, xerbla_64_]`, if it has one.
 fn handler(index: usize) -> Option<*const c_void> {
     #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
@@ -81,22 +88,22 @@ fn handler(index: usize) -> Option<*const c_void> {
 /// 64-bit-integer build), else prints it.
 pub fn fortran(info: i32, wide: bool) {
     let name = b"SGEMM ";
-    // SAFETY (both calls): the handlers have the Fortran XERBLA interface by BLAS's convention.
-    match (handler(4).filter(|_| wide), handler(0)) {
-        (Some(address), _) => {
-            let xerbla: Xerbla64 = unsafe { std::mem::transmute(address) };
-            unsafe { xerbla(name.as_ptr().cast(), &i64::from(info), name.len()) };
-        }
-        (None, Some(address)) => {
-            let xerbla: Xerbla = unsafe { std::mem::transmute(address) };
-            unsafe { xerbla(name.as_ptr().cast(), &info, name.len()) };
-        }
-        (None, None) => {
-            let name = String::from_utf8_lossy(name);
-            eprintln!(
-                " ** On entry to {:<6} parameter number {info:>2} had an illegal value",
-                name.trim_end()
-            );
+    let chosen = (handler(XERBLA_64).filter(|_| wide).map(|address| (address, true)))
+        .or(handler(XERBLA).map(|address| (address, false)));
+    let Some((address, wide)) = chosen else {
+        let name = String::from_utf8_lossy(name);
+        eprintln!(" ** On entry to {:<6} parameter number {info:>2} had an illegal value", name.trim_end());
+        return;
+    };
+    // SAFETY: the handlers have the Fortran XERBLA interface by BLAS's convention, `INFO` the
+    // width of their build.
+    unsafe {
+        if wide {
+            let xerbla: Xerbla64 = std::mem::transmute(address);
+            xerbla(name.as_ptr().cast(), &i64::from(info), name.len());
+        } else {
+            let xerbla: Xerbla = std::mem::transmute(address);
+            xerbla(name.as_ptr().cast(), &info, name.len());
         }
     }
 }
@@ -108,12 +115,13 @@ pub fn fortran(info: i32, wide: bool) {
 /// `RowMajorStrg` set where the process has that global (see the module docs); `None` for a
 /// column-major call or a routine without that convention.
 pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>, wide: bool) {
-    let (narrow, wide) = (handler(1), handler(3).filter(|_| wide));
-    if narrow.is_none() && wide.is_none() {
+    let chosen = (handler(CBLAS_XERBLA_64).filter(|_| wide).map(|address| (address, true)))
+        .or(handler(CBLAS_XERBLA).map(|address| (address, false)));
+    let Some((address, wide)) = chosen else {
         eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy());
         return;
-    }
-    let row_major = handler(2).map(|flag| flag.cast::<c_int>().cast_mut());
+    };
+    let row_major = handler(ROW_MAJOR_STRG).map(|flag| flag.cast::<c_int>().cast_mut());
     let reported = match (row_major, reference) {
         (Some(_), Some(reference)) => reference,
         _ => position,
@@ -128,16 +136,12 @@ pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>, wide: bool) 
     // SAFETY: the handlers have the reference CBLAS interfaces; the format has no conversions,
     // so no variadic argument is read.
     unsafe {
-        match (wide, narrow) {
-            (Some(address), _) => {
-                let xerbla: CblasXerbla64 = std::mem::transmute(address);
-                xerbla(i64::from(reported), routine.as_ptr(), c"".as_ptr());
-            }
-            (None, Some(address)) => {
-                let xerbla: CblasXerbla = std::mem::transmute(address);
-                xerbla(reported, routine.as_ptr(), c"".as_ptr());
-            }
-            (None, None) => {}
+        if wide {
+            let xerbla: CblasXerbla64 = std::mem::transmute(address);
+            xerbla(i64::from(reported), routine.as_ptr(), c"".as_ptr());
+        } else {
+            let xerbla: CblasXerbla = std::mem::transmute(address);
+            xerbla(reported, routine.as_ptr(), c"".as_ptr());
         }
     }
     set(0);

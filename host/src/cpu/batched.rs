@@ -104,7 +104,7 @@ fn member<'a>(x: &MatRef<'a>, stride: usize, i: usize) -> MatRef<'a> {
 }
 
 /// Runs `work` on every item on the CPU backend's pool of `threads` threads.
-fn in_pool<T: Send>(
+pub(super) fn in_pool<T: Send>(
     threads: usize,
     items: Vec<T>,
     work: impl Fn(T) -> Result<()> + Sync + Send,

@@ -32,13 +32,12 @@
 
 use std::cell::RefCell;
 
-use super::cache;
 use super::microkernel::{Microkernel, rank_one_update, update_c};
-use super::packed;
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd};
+use super::{batched, cache, packed};
 use crate::matrix::{Layout, MatMut, MatRef};
 
 /// An unpacked kernel: `C = alpha * A * B + beta * C` on the calling thread, under the contract
@@ -119,17 +118,14 @@ pub unsafe fn by_rows(
         .enumerate()
         .map(|(i, d)| (i * rows, d))
         .collect();
-    packed::thread_pool(threads)?.install(|| {
-        use rayon::prelude::*;
-        blocks.into_par_iter().for_each(|(r0, data)| {
-            let height = rows.min(m - r0);
-            let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
-            let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };
-            // SAFETY: the caller's contract; rows r0.. of A and C, a row-major block.
-            unsafe { small(alpha, &a, b, beta, &mut c) };
-        });
-    });
-    Ok(())
+    batched::in_pool(threads, blocks, |(r0, data)| {
+        let height = rows.min(m - r0);
+        let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
+        let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };
+        // SAFETY: the caller's contract; rows r0.. of A and C, a row-major block.
+        unsafe { small(alpha, &a, b, beta, &mut c) };
+        Ok(())
+    })
 }
 
 /// Where a tile reads its operands and writes its result.

@@ -1,6 +1,6 @@
-//! Device buffers kept from one call to the next: the split-K partials, and the copies of
-//! operands that a kernel cannot read as they are (padded to rows of a multiple of 4 floats, or
-//! transposed).
+//! Device buffers kept from one call to the next: the split-K partials, the copies of operands
+//! that a kernel cannot read as they are (padded to rows of a multiple of 4 floats, or
+//! transposed), and the device copies of host operands.
 //!
 //! Why: a buffer allocated for one call and freed after it (`cuMemAllocAsync`, `cuMemFreeAsync`)
 //! returns to the device's default memory pool, which hands its unused memory back to the system

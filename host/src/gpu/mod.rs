@@ -143,11 +143,11 @@ impl GpuKernel {
 /// set the options of one handle.
 ///
 /// Products whose tiles alone cannot fill the GPU split `K` into a device workspace of
-/// partials, and operands a kernel cannot read as they are (transposed, or rows that are not a
-/// multiple of 4 floats where padding pays) are copied first. The handles of one device keep
-/// these buffers from one call to the next, as cuBLAS keeps its workspace (up to 64 MiB of
-/// partials and 128 MiB for each of the two operands' copies, freed with the last handle), and
-/// so, in calls on host memory, the device copies of the operands (up to 64 MiB each).
+/// partials; operands a kernel cannot read as they are (transposed, or rows that are not a
+/// multiple of 4 floats where padding pays) are copied first; calls on host memory copy their
+/// operands to the device. The handles of one device keep these buffers from one call to the
+/// next, as cuBLAS keeps its workspace, and free them with the last handle: up to 64 MiB of
+/// partials, 128 MiB for each operand's copy, 64 MiB for each host operand's.
 #[derive(Clone)]
 pub struct Gpu {
     loaded: Arc<Loaded>,
@@ -697,8 +697,8 @@ impl Gpu {
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
         let a_copy = self.readable(&self.loaded.a_copies, &a, a_step, batch, (m, k), pads)?;
         let b_copy = self.readable(&self.loaded.b_copies, &b, b_step, batch, (k, n_b), pads)?;
-        // A scratch copy starts a fresh allocation (256-byte aligned) and its members are a
-        // multiple of 4 floats apart; a caller's buffer needs both checked.
+        // A scratch copy starts at the start of an allocation (256-byte aligned) and its
+        // members are a multiple of 4 floats apart; a caller's buffer needs both checked.
         let direct_aligned = |x: &DeviceMatRef, step: usize| x.aligned && step.is_multiple_of(4);
         let aligned = a_copy.as_ref().map_or(direct_aligned(&a, a_step), |c| c.1.is_multiple_of(4))
             && b_copy.as_ref().map_or(direct_aligned(&b, b_step), |c| c.1.is_multiple_of(4));
@@ -745,7 +745,8 @@ impl Gpu {
             unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, members), &mut params) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
-        // The scratch copies are freed here, ordered on the stream after the launches.
+        // The kept copies are released here for the next call, and copies too large to keep
+        // freed, ordered on the stream after the launches.
     }
 
     /// How many K slices split-K cuts a single `m x n x k` product on `kernel` into (`C`
@@ -767,10 +768,7 @@ impl Gpu {
     pub fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
         if let Some(slices) = self.slices {
-            return match spec.k_slices {
-                Some(shallowest) => slices.min(MAX_SLICES).min(k / shallowest as usize).max(1),
-                None => 1,
-            };
+            return slices.min(deepest_split(spec, k));
         }
         let slots = match spec.shapes {
             Shapes::Vector => self.loaded.info.sm_count as usize,
@@ -1230,9 +1228,16 @@ fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> u
 /// tiles fill the slots, else as many as keep each slice at least [`KernelSpec::k_slices`]
 /// deep, at most [`MAX_SLICES`].
 fn most_slices(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
+    if tiles(spec, m, n) < slots { deepest_split(spec, k) } else { 1 }
+}
+
+/// The most K slices `spec` may cut a `K` of `k` into, full grid or not: 1 for a kernel that
+/// does not split, else as many as keep each slice at least [`KernelSpec::k_slices`] deep, at
+/// most [`MAX_SLICES`].
+fn deepest_split(spec: &KernelSpec, k: usize) -> usize {
     match spec.k_slices {
-        Some(shallowest) if tiles(spec, m, n) < slots => MAX_SLICES.min(k / shallowest as usize).max(1),
-        _ => 1,
+        Some(shallowest) => MAX_SLICES.min(k / shallowest as usize).max(1),
+        None => 1,
     }
 }
 

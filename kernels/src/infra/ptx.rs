@@ -966,6 +966,19 @@ macro_rules! mma_async_registers {
     };
 }
 
+/// [`mma_async_registers!`] at the width `$n` (a `const` generic: 128, 64 or 32; any other
+/// value is 32).
+#[cfg(target_feature = "sm_90a")]
+macro_rules! mma_async_registers_at {
+    ($dir:ident $d:ident, $n:ident, $scale_d:literal, $a:ident, $b:ident) => {
+        match $n {
+            128 => mma_async_registers!($dir $d, 128, $scale_d, $a, $b),
+            64 => mma_async_registers!($dir $d, 64, $scale_d, $a, $b),
+            _ => mma_async_registers!($dir $d, 32, $scale_d, $a, $b),
+        }
+    };
+}
+
 /// `wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32` for `N` = 128, 64 or 32, with `A` from
 /// registers: the warpgroup multiplies the 64 x 8 `A` by the 8 x `N` `B` (the first `N` columns
 /// of the matrix `b` describes) into `d[..N / 2]`, `D = A B + D`; `d[N / 2..]` pass through
@@ -983,13 +996,7 @@ macro_rules! mma_async_registers {
 #[inline(always)]
 pub unsafe fn wgmma_m64k8_tf32_rs<const N: u32>(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
     const { assert!(N == 128 || N == 64 || N == 32) };
-    unsafe {
-        match N {
-            128 => mma_async_registers!(inout d, 128, "1", a, b),
-            64 => mma_async_registers!(inout d, 64, "1", a, b),
-            _ => mma_async_registers!(inout d, 32, "1", a, b),
-        }
-    }
+    unsafe { mma_async_registers_at!(inout d, N, "1", a, b) }
 }
 
 /// [`wgmma_m64k8_tf32_rs`] with `D = A B`: the old values of `d[..N / 2]` are not read, and
@@ -1001,13 +1008,7 @@ pub unsafe fn wgmma_m64k8_tf32_rs<const N: u32>(d: &mut [f32; 64], a: &[f32; 4],
 #[inline(always)]
 pub unsafe fn wgmma_m64k8_tf32_rs_into<const N: u32>(d: &mut [f32; 64], a: &[f32; 4], b: MatrixDescriptor) {
     const { assert!(N == 128 || N == 64 || N == 32) };
-    unsafe {
-        match N {
-            128 => mma_async_registers!(out d, 128, "0", a, b),
-            64 => mma_async_registers!(out d, 64, "0", a, b),
-            _ => mma_async_registers!(out d, 32, "0", a, b),
-        }
-    }
+    unsafe { mma_async_registers_at!(out d, N, "0", a, b) }
 }
 
 /// `wgmma.commit_group.sync.aligned`: closes the group of the `wgmma` instructions this warp
