@@ -32,9 +32,10 @@
 //! ([`COLD_A_BLOCK`]) is not prefetched at all.
 //!
 //! `beta' = beta` on the first `kc` block and `1` after it, so `C` is read at most once per
-//! block and never when `beta == 0`. A tile cut by the edge of `C` is computed into a scratch
-//! tile and only its valid part is combined into `C`, so nothing outside `C`'s block is
-//! written; a tile at most half as wide as a panel is computed by the microkernel's
+//! block and never when `beta == 0`. A tile cut by the edge of `C` is computed in a scratch
+//! tile holding a copy of its part of `C` (when `beta != 0`), by the same kernel with the same
+//! update, and only that part is copied back, so nothing outside `C`'s block is written and an
+//! edge is rounded as a whole tile is; a tile at most half as wide as a panel is computed by the microkernel's
 //! [`narrow`](Microkernel::narrow) half, and the tiles of the last panel of `A`, where `C`'s
 //! rows end inside it, by the kernel of its height ([`short`](Microkernel::short)), straight
 //! into `C` when they are full width.
@@ -541,16 +542,18 @@ unsafe fn row_of_tiles(
             // dispatcher.
             unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, c.add(col), ldc, warm) };
         } else {
-            // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
-            unsafe { run(kc, a_panel.as_ptr(), b_panel.as_ptr(), 1.0, 0.0, scratch.as_mut_ptr(), nr, warm) };
-            for i in 0..height {
-                let tile = &scratch[i * nr..i * nr + width];
-                // SAFETY: row i's `width` columns from `col` on are the caller's.
-                let out = unsafe { std::slice::from_raw_parts_mut(c.add(col + i * ldc), width) };
-                for (c, &t) in out.iter_mut().zip(tile) {
-                    *c = if beta == 0.0 { alpha * t } else { alpha * t + beta * *c };
-                }
+            // The tile's part of C goes through the scratch tile, so that the kernel's own
+            // update (its rounding of alpha * tile + beta * C) is applied to it.
+            // SAFETY: row i's `width` columns from `col` on are the caller's.
+            let row = |i: usize| unsafe { std::slice::from_raw_parts_mut(c.add(col + i * ldc), width) };
+            if beta != 0.0 {
+                (0..height).for_each(|i| scratch[i * nr..i * nr + width].copy_from_slice(row(i)));
             }
+            // SAFETY: as above, into the MR x NR scratch tile (MAX_TILE >= MR * NR).
+            unsafe {
+                run(kc, a_panel.as_ptr(), b_panel.as_ptr(), alpha, beta, scratch.as_mut_ptr(), nr, warm)
+            };
+            (0..height).for_each(|i| row(i).copy_from_slice(&scratch[i * nr..i * nr + width]));
         }
     }
 }

@@ -24,7 +24,7 @@
 //! result does not depend on the thread count.
 //!
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
-//! tall, over a `B` that stays in L2 and a `K` within one packed sum. Packing there costs what
+//! tall, over a `B` whose rows for one packed sum stay in L2. Packing there costs what
 //! little reuse there is: each packed panel of `A` serves only the few tiles across `C`, so the
 //! copy of `A` is a large share of the product (measured in `docs/performance-notes.md`). Their
 //! rows of `C` are dealt to the threads in blocks of whole tiles ([`by_rows`]); each element is
@@ -76,10 +76,11 @@ const NARROW_TILES: usize = 4;
 
 /// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked with its rows
 /// dealt to the threads ([`by_rows`]): `C` at most [`NARROW_TILES`] of `uk`'s tiles wide, `B`
-/// within this core's share of L2 (every row of tiles reads all of it), and `k` within one of
-/// the packed path's sums (so each element is the packed path's computation, bit for bit).
+/// within this core's share of L2 (every row of tiles reads all of it) over the depth of one of
+/// the packed path's sums ([`in_sums`] adds them as that path does, so each element is its
+/// computation, bit for bit).
 pub fn fits_narrow(uk: &Microkernel, m: usize, n: usize, k: usize) -> bool {
-    n <= NARROW_TILES * uk.nr && k.saturating_mul(n) <= max_b_copy() && packed::sum_depth(uk, m, k) >= k
+    n <= NARROW_TILES * uk.nr && packed::sum_depth(uk, m, k).saturating_mul(n) <= max_b_copy()
 }
 
 /// `C = alpha * A * B + beta * C` by `small` ([`UnpackedFn`], `uk`'s tile), the rows of `C`
@@ -102,9 +103,10 @@ pub unsafe fn by_rows(
 ) -> crate::Result<()> {
     let (m, n, k) = (c.rows, c.cols, a.cols);
     let threads = packed::worth_waking(threads, m, n, k);
+    let depth = packed::sum_depth(uk, m, k);
     if threads == 1 {
         // SAFETY: the caller's contract.
-        unsafe { small(alpha, a, b, beta, c) };
+        unsafe { in_sums(small, depth, alpha, a, b, beta, c) };
         return Ok(());
     }
     let rows = m.div_ceil(threads).next_multiple_of(uk.mr);
@@ -123,9 +125,41 @@ pub unsafe fn by_rows(
         let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
         let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };
         // SAFETY: the caller's contract; rows r0.. of A and C, a row-major block.
-        unsafe { small(alpha, &a, b, beta, &mut c) };
+        unsafe { in_sums(small, depth, alpha, &a, b, beta, &mut c) };
         Ok(())
     })
+}
+
+/// `C = alpha * A * B + beta * C` by `small`, one sum per `depth` of `k` in order, as the packed
+/// path adds them: the first with `beta`, each later one with `1`. Each sum's rows of `B` are
+/// read by every row of tiles of `C` while they are in cache.
+///
+/// # Safety
+/// As [`UnpackedFn`].
+unsafe fn in_sums(
+    small: UnpackedFn,
+    depth: usize,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) {
+    let k = a.cols;
+    let ((_, a_col), (b_row, _)) = (a.strides(), b.strides());
+    let mut first = 0;
+    loop {
+        let len = depth.min(k - first);
+        let a = MatRef { data: &a.data[first * a_col..], cols: len, ..*a };
+        let b = MatRef { data: &b.data[first * b_row..], rows: len, ..*b };
+        let beta = if first == 0 { beta } else { 1.0 };
+        // SAFETY: the caller's contract, for columns first.. of A and rows first.. of B.
+        unsafe { small(alpha, &a, &b, beta, c) };
+        first += len;
+        if first >= k {
+            break;
+        }
+    }
 }
 
 /// Where a tile reads its operands and writes its result.
@@ -283,10 +317,21 @@ mod tests {
         for (small, uk) in kernels() {
             // Tall and narrow, heights that are not a multiple of the tile's, widths across
             // one to four tiles; the first two large enough for several threads.
-            for (m, n, k) in [(4001, 3 * uk.nr + 5, 41), (8197, uk.nr, 64), (2 * uk.mr + 1, 2 * uk.nr, 9)] {
+            // The last two deeper than one packed sum.
+            let shapes = [
+                (4001, 3 * uk.nr + 5, 41),
+                (8197, uk.nr, 64),
+                (2 * uk.mr + 1, 2 * uk.nr, 9),
+                (1203, uk.nr + 3, 1999),
+                (3 * uk.mr, 4 * uk.nr, 4100),
+            ];
+            for (m, n, k) in shapes {
                 let threads_used = packed::worth_waking(7, m, n, k);
                 assert!(fits_narrow(&uk, m, n, k), "{m}x{n}x{k}");
-                for (la, lb, beta) in [(0, 0, 0.0), (1, 1, 0.5)] {
+                if k > 1000 {
+                    assert!(packed::sum_depth(&uk, m, k) < k, "{m}x{n}x{k} in one sum");
+                }
+                for (la, lb, beta) in [(0, 0, 0.0), (1, 1, 0.5), (0, 1, 0.3)] {
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
                     let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
                     let mut packed = c0.clone();
@@ -318,7 +363,7 @@ mod tests {
             // Every height below a tile's and every width across one and two vectors, with
             // and without a full tile beside them; k within one packed block.
             for (m, n, k) in [(1, 1, 1), (7, 5, 3), (9, 17, 8), (13, 33, 31), (17, 40, 64), (3, 70, 5)] {
-                for (la, lb, beta) in [(0, 0, 0.0), (1, 0, 0.5), (0, 1, 1.0), (1, 1, -2.0)] {
+                for (la, lb, beta) in [(0, 0, 0.0), (1, 0, 0.5), (0, 1, 1.0), (1, 1, -2.0), (0, 0, 0.3)] {
                     // C row-major inside a larger buffer; NaN where beta == 0 must not read.
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
                     let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
