@@ -74,13 +74,25 @@ pub fn fits(m: usize, n: usize, k: usize, b: Layout) -> bool {
 /// would serve at most this many tiles.
 const NARROW_TILES: usize = 4;
 
-/// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked with its rows
-/// dealt to the threads ([`by_rows`]): `C` at most [`NARROW_TILES`] of `uk`'s tiles wide, `B`
-/// within this core's share of L2 (every row of tiles reads all of it) over the depth of one of
-/// the packed path's sums ([`in_sums`] adds them as that path does, so each element is its
-/// computation, bit for bit).
+/// The largest `C`, in register tiles (`(rows, columns)`), that [`fits_narrow`] takes when `k`
+/// is deeper than one of the packed path's sums. Past it the packed panels, each read once for
+/// every tile across `C` and every sum, are worth their copy on some CPUs: taller products ran
+/// faster unpacked on a Zen 5 and slower on a Sapphire Rapids Xeon, wider ones slower on both
+/// (measured in `docs/performance-notes.md`).
+const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
+
+/// Whether an `m x n x k` product is computed unpacked with its rows dealt to the threads
+/// ([`by_rows`]): `C` at most [`NARROW_TILES`] of `uk`'s tiles wide (within
+/// [`DEEP_NARROW_TILES`] when `k` takes more than one of the packed path's sums), and the rows
+/// of `B` of one sum within this core's share of L2 (every row of tiles reads them).
+/// [`in_sums`] adds the sums as the packed path does, so each element is its computation, bit
+/// for bit.
 pub fn fits_narrow(uk: &Microkernel, m: usize, n: usize, k: usize) -> bool {
-    n <= NARROW_TILES * uk.nr && packed::sum_depth(uk, m, k).saturating_mul(n) <= max_b_copy()
+    let depth = packed::sum_depth(uk, m, k);
+    let (rows, cols) = DEEP_NARROW_TILES;
+    let shape_fits =
+        if depth >= k { n <= NARROW_TILES * uk.nr } else { m <= rows * uk.mr && n <= cols * uk.nr };
+    shape_fits && depth.saturating_mul(n) <= max_b_copy()
 }
 
 /// `C = alpha * A * B + beta * C` by `small` ([`UnpackedFn`], `uk`'s tile), the rows of `C`
@@ -322,8 +334,8 @@ mod tests {
                 (4001, 3 * uk.nr + 5, 41),
                 (8197, uk.nr, 64),
                 (2 * uk.mr + 1, 2 * uk.nr, 9),
-                (1203, uk.nr + 3, 1999),
-                (3 * uk.mr, 4 * uk.nr, 4100),
+                (8 * uk.mr - 3, uk.nr + 3, 8001),
+                (3 * uk.mr, 2 * uk.nr, 12000),
             ];
             for (m, n, k) in shapes {
                 let threads_used = packed::worth_waking(7, m, n, k);
