@@ -2,8 +2,8 @@
 //!
 //! A product gets one thread per 8 Mflop at most (waking more costs more than a smaller share
 //! saves), so a batch of small products would leave most cores idle if its members ran one
-//! after the other. Members run side by side instead, one thread each (rayon deals them out,
-//! so unequal progress evens out), when a member would not use more than one thread anyway or
+//! after the other. Members run side by side instead, one thread each (the caller and the pool's
+//! workers take them as they come, [`workers`](super::workers), so unequal progress evens out), when a member would not use more than one thread anyway or
 //! the batch has at least two members per thread; otherwise (a few large members) one after
 //! the other, each on the usual partition of all the threads.
 //!
@@ -12,9 +12,7 @@
 //! by side in one wide matrix, `stride < ld`) share their slices' range, so they run one after
 //! the other.
 
-use rayon::prelude::*;
-
-use super::{kernel, packed, run, thread_count};
+use super::{kernel, packed, run, thread_count, workers};
 use crate::Result;
 use crate::batch::{Members, Strided, check_list, check_strided};
 use crate::matrix::{MatMut, MatRef, span};
@@ -61,7 +59,7 @@ pub fn gemm_strided(
         return Ok(());
     }
     let members: Vec<_> = c.data.chunks_mut(c_stride.max(1)).take(batch).enumerate().collect();
-    in_pool(threads, members, |(i, data)| {
+    workers::for_each(threads, members, |(i, data)| {
         let mut c_i = MatMut { data, rows, cols, ld, layout };
         run(kernel, 1, alpha, &member(a, a_m.stride, i), &member(b, b_m.stride, i), beta, &mut c_i)
     })
@@ -89,7 +87,7 @@ pub fn gemm_batch(
         return Ok(());
     }
     let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
-    in_pool(threads, members, |((a, b), c)| run(kernel, 1, alpha, a, b, beta, c))
+    workers::for_each(threads, members, |((a, b), c)| run(kernel, 1, alpha, a, b, beta, c))
 }
 
 /// Whether `batch` members of `m x n x k` run side by side, one thread each (see the
@@ -101,15 +99,6 @@ fn side_by_side(threads: usize, batch: usize, (m, n, k): (usize, usize, usize)) 
 /// Member `i` of a strided operand whose first member is `x`.
 fn member<'a>(x: &MatRef<'a>, stride: usize, i: usize) -> MatRef<'a> {
     MatRef { data: &x.data[i * stride..], ..*x }
-}
-
-/// Runs `work` on every item on the CPU backend's pool of `threads` threads.
-pub(super) fn in_pool<T: Send>(
-    threads: usize,
-    items: Vec<T>,
-    work: impl Fn(T) -> Result<()> + Sync + Send,
-) -> Result<()> {
-    packed::thread_pool(threads)?.install(|| items.into_par_iter().try_for_each(work))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod scratch;
 mod simd;
 mod unpacked;
 mod vector;
+mod workers;
 
 pub use batched::{gemm_batch, gemm_strided};
 

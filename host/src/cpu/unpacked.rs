@@ -37,7 +37,7 @@ use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{Portable, Simd};
-use super::{batched, cache, packed};
+use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
 /// An unpacked kernel: `C = alpha * A * B + beta * C` on the calling thread, under the contract
@@ -95,6 +95,10 @@ pub fn fits_narrow(uk: &Microkernel, m: usize, n: usize, k: usize) -> bool {
     shape_fits && depth.saturating_mul(n) <= max_b_copy()
 }
 
+/// How many blocks of rows [`by_rows`] cuts for each thread: a few, so that a worker that wakes
+/// late ([`workers`]) still finds a share of the product.
+const BLOCKS_PER_THREAD: usize = 4;
+
 /// `C = alpha * A * B + beta * C` by `small` ([`UnpackedFn`], `uk`'s tile), the rows of `C`
 /// dealt to as many of `threads` as the work pays for ([`packed::worth_waking`]), in blocks of
 /// whole tiles of `uk.mr` rows; each thread copies a column-major `B` for itself.
@@ -121,7 +125,7 @@ pub unsafe fn by_rows(
         unsafe { in_sums(small, depth, alpha, a, b, beta, c) };
         return Ok(());
     }
-    let rows = m.div_ceil(threads).next_multiple_of(uk.mr);
+    let rows = m.div_ceil(threads * BLOCKS_PER_THREAD).next_multiple_of(uk.mr);
     let (a_row, _) = a.strides();
     let (ldc, layout) = (c.ld, c.layout);
     // Each block's rows of C, disjoint: rows r0..r0 + rows start at r0 * ldc.
@@ -132,7 +136,7 @@ pub unsafe fn by_rows(
         .enumerate()
         .map(|(i, d)| (i * rows, d))
         .collect();
-    batched::in_pool(threads, blocks, |(r0, data)| {
+    workers::for_each(threads, blocks, |(r0, data)| {
         let height = rows.min(m - r0);
         let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
         let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };

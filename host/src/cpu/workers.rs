@@ -1,0 +1,151 @@
+//! Work shared between the calling thread and the pool's workers, as they arrive.
+//!
+//! A pool worker that has been idle for a while sleeps, and waking it is the operating system's
+//! (on a virtual machine, the hypervisor's) business: up to hundreds of microseconds, as long
+//! as a whole small product takes. A call that hands all its work to the workers (rayon's
+//! `install` or `broadcast`) waits for the last of them to wake before it can finish.
+//!
+//! [`share`] puts the tasks of a call on a board instead. The calling thread starts on them at
+//! once, and each worker takes tasks from the board when it wakes. A worker that arrives after
+//! the last task was taken returns without touching the call's data, so the call never waits
+//! for a sleeping worker: it is about as fast as the caller alone when the workers are asleep,
+//! and as fast as the whole team when they are awake. The caller returns when every task that
+//! was taken is done.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::packed;
+use crate::Result;
+
+/// A task of a call: `task(i)` for the call's `i`-th task.
+type Task<'a> = dyn Fn(usize) + Sync + 'a;
+
+/// The tasks of one call, shared by the caller and the workers it woke.
+struct Board {
+    /// The next task not yet taken (it runs past `tasks` as late workers look and leave).
+    next: AtomicUsize,
+    /// How many tasks are done.
+    done: AtomicUsize,
+    tasks: usize,
+    /// The call's task, its lifetime erased: run only for a task taken below `tasks`, which the
+    /// caller waits for ([`share`]).
+    task: &'static Task<'static>,
+    /// The first panic of a task, for the caller to resume once every taken task is done.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl Board {
+    /// Takes and runs tasks until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.tasks {
+                return;
+            }
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (self.task)(i))) {
+                self.panic.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(payload);
+            }
+            // Release: what the task wrote is visible to the caller that sees it done.
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// Runs `task(i)` once for every `i < tasks`, on the calling thread and on up to `threads - 1`
+/// workers of the pool of `threads`, each task on whichever thread takes it first. Returns when
+/// every task has run; a panic of a task is resumed on the caller after that.
+pub(super) fn share(threads: usize, tasks: usize, task: &Task<'_>) -> Result<()> {
+    let helpers = threads.min(tasks).saturating_sub(1);
+    if helpers == 0 {
+        (0..tasks).for_each(task);
+        return Ok(());
+    }
+    let pool = packed::thread_pool(threads)?;
+    // SAFETY: the board outlives this call (the late workers hold it), but `task` is called
+    // only for a task taken below `tasks`, and this function does not return (nor unwind)
+    // before every such task is done; a worker that takes none never calls it.
+    let task = unsafe { std::mem::transmute::<&Task<'_>, &'static Task<'static>>(task) };
+    let board = Arc::new(Board {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        tasks,
+        task,
+        panic: Mutex::new(None),
+    });
+    for _ in 0..helpers {
+        let board = board.clone();
+        pool.spawn(move || board.work());
+    }
+    board.work();
+    // Every task is taken; wait for those still running on the workers (at most one each).
+    let mut spins = 0u32;
+    while board.done.load(Ordering::Acquire) < tasks {
+        if spins < 1 << 10 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    if let Some(payload) = board.panic.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        resume_unwind(payload);
+    }
+    Ok(())
+}
+
+/// Runs `work` on every item, each once, as [`share`] runs tasks; returns the first error of
+/// any item (the others still run).
+pub(super) fn for_each<T: Send>(
+    threads: usize,
+    items: Vec<T>,
+    work: impl Fn(T) -> Result<()> + Sync,
+) -> Result<()> {
+    let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|item| Mutex::new(Some(item))).collect();
+    let failed = Mutex::new(None);
+    share(threads, items.len(), &|i| {
+        // Each index is taken once, so the item is always there and the lock never contended.
+        let item = items[i].lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(Err(error)) = item.map(&work) {
+            failed.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(error);
+        }
+    })?;
+    failed.into_inner().unwrap_or_else(PoisonError::into_inner).map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_runs_once_on_any_thread_count() {
+        for threads in [1, 2, 3, 8] {
+            for tasks in [0, 1, 2, 7, 100] {
+                let runs: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                share(threads, tasks, &|i| {
+                    runs[i].fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+                assert!(
+                    runs.iter().all(|r| r.load(Ordering::Relaxed) == 1),
+                    "{threads} threads, {tasks} tasks"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller_after_the_others() {
+        let runs = AtomicUsize::new(0);
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            share(4, 50, &|i| {
+                runs.fetch_add(1, Ordering::Relaxed);
+                assert_ne!(i, 17, "task 17 fails");
+            })
+        }));
+        assert!(outcome.is_err());
+        assert_eq!(runs.load(Ordering::Relaxed), 50);
+    }
+}
