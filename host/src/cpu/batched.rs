@@ -2,10 +2,11 @@
 //!
 //! A product gets one thread per 8 Mflop at most (waking more costs more than a smaller share
 //! saves), so a batch of small products would leave most cores idle if its members ran one
-//! after the other. Members run side by side instead, one thread each (the caller and the pool's
-//! workers take them as they come, [`workers`](super::workers), so unequal progress evens out), when a member would not use more than one thread anyway or
-//! the batch has at least two members per thread; otherwise (a few large members) one after
-//! the other, each on the usual partition of all the threads.
+//! after the other. Members run side by side instead, one thread each (the caller and the
+//! pool's workers take them as they come, [`workers`](super::workers), so unequal progress
+//! evens out), when a member would not use more than one thread anyway or the batch has at
+//! least two members per thread; otherwise (a few large members) one after the other, each on
+//! the usual partition of all the threads.
 //!
 //! Members of `C` that lie apart in memory (`stride >= span`, the usual case) are split into
 //! disjoint slices and may run side by side. Members interleaved with each other (heads side

@@ -35,10 +35,10 @@
 //! block and never when `beta == 0`. A tile cut by the edge of `C` is computed in a scratch
 //! tile holding a copy of its part of `C` (when `beta != 0`), by the same kernel with the same
 //! update, and only that part is copied back, so nothing outside `C`'s block is written and an
-//! edge is rounded as a whole tile is; a tile at most half as wide as a panel is computed by the microkernel's
-//! [`narrow`](Microkernel::narrow) half, and the tiles of the last panel of `A`, where `C`'s
-//! rows end inside it, by the kernel of its height ([`short`](Microkernel::short)), straight
-//! into `C` when they are full width.
+//! edge is rounded as a whole tile is; a tile at most half as wide as a panel is computed by
+//! the microkernel's [`narrow`](Microkernel::narrow) half, and the tiles of the last panel of
+//! `A`, where `C`'s rows end inside it, by the kernel of its height
+//! ([`short`](Microkernel::short)), straight into `C` when they are full width.
 //!
 //! The threads go through the whole product as one team ([`Team`], one rayon `broadcast` job per
 //! thread per call). For each block, each packs its run of the `B` panels, all meet at a barrier,

@@ -30,12 +30,18 @@ struct Board {
     /// How many tasks are done.
     done: AtomicUsize,
     tasks: usize,
-    /// The call's task, its lifetime erased: run only for a task taken below `tasks`, which the
-    /// caller waits for ([`share`]).
-    task: &'static Task<'static>,
+    /// The call's task, its lifetime erased: called only for a task taken below `tasks`, which
+    /// the caller waits for ([`share`]); a pointer, as it dangles once the call has returned.
+    task: *const Task<'static>,
     /// The first panic of a task, for the caller to resume once every taken task is done.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
+
+// SAFETY: the task is `Sync` and called only while the call that owns it waits ([`share`]);
+// the rest is atomics and a lock.
+unsafe impl Send for Board {}
+// SAFETY: as above.
+unsafe impl Sync for Board {}
 
 impl Board {
     /// Takes and runs tasks until none is left.
@@ -45,7 +51,8 @@ impl Board {
             if i >= self.tasks {
                 return;
             }
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (self.task)(i))) {
+            // SAFETY: task i was taken below `tasks`, so the call is still waiting ([`share`]).
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { (*self.task)(i) })) {
                 self.panic.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(payload);
             }
             // Release: what the task wrote is visible to the caller that sees it done.
@@ -67,7 +74,7 @@ pub(super) fn share(threads: usize, tasks: usize, task: &Task<'_>) -> Result<()>
     // SAFETY: the board outlives this call (the late workers hold it), but `task` is called
     // only for a task taken below `tasks`, and this function does not return (nor unwind)
     // before every such task is done; a worker that takes none never calls it.
-    let task = unsafe { std::mem::transmute::<&Task<'_>, &'static Task<'static>>(task) };
+    let task = unsafe { std::mem::transmute::<*const Task<'_>, *const Task<'static>>(task) };
     let board = Arc::new(Board {
         next: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
