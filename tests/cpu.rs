@@ -125,8 +125,8 @@ fn packed_kernels_give_the_same_bits_on_any_thread_count() {
 #[test]
 fn packed_kernels_serve_concurrent_callers() {
     // Callers on several threads at once share one worker pool per thread count, whose workers
-    // wait for each other at barriers within a call: every call must still finish, with the
-    // single-threaded bits.
+    // join the calls' teams as they come and wait within a call for the work of each phase:
+    // every call must still finish, with the single-threaded bits.
     let product = Product::new(300, 200, 100);
     for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {
         let run = |threads, caller: usize| product.run(kernel.name, threads, caller as f32 + 1.0, 0.0);

@@ -40,9 +40,11 @@
 //! `A`, where `C`'s rows end inside it, by the kernel of its height
 //! ([`short`](Microkernel::short)), straight into `C` when they are full width.
 //!
-//! The threads go through the whole product as one team ([`Team`], one rayon `broadcast` job per
-//! thread per call). For each block, each packs its run of the `B` panels, all meet at a barrier,
-//! each takes panels of `A` until none is left, and all meet again before `B` is packed over. A
+//! The threads go through the whole product as one team ([`Team`]): the calling thread and the
+//! pool's workers, each joining where the team is when it wakes ([`workers`]). For each block
+//! the members present pack the runs of `B` panels not yet taken, wait until every run is
+//! packed, take panels of `A` until none is left, and wait until every panel is done before `B`
+//! is packed over; the waits are for work already taken, never for a member still asleep. A
 //! task is one panel of A, the BLIS `ic` and `ir` loops in one: the panel stays in L1 or L2 and
 //! B in L3 whatever the height of a task, so the height only decides how evenly the threads
 //! share a block (a few hundred tasks leave at most one panel's work to one thread at the end).
@@ -50,11 +52,11 @@
 //! source its microkernels prefetch, is usually its own next task.
 //!
 //! A product of few rows has too few panels of A for its threads (`8 x 4096 x 4096` has one),
-//! and packing each block of B for them alone, between two barriers, costs as much as using it.
+//! and packing each block of B for them alone, between two waits, costs as much as using it.
 //! With fewer than [`TASKS_PER_THREAD`] panels a thread, or [`FEW_PANELS`] in a `C` at least
 //! twice as wide as tall, and a strip for every thread, the threads share strips of C's columns
 //! instead: a task packs its strip of B and all of A block by block and computes its strip
-//! whole, with no barrier, so one thread's packing runs beside another's FMAs. Either way each
+//! whole, with no wait, so one thread's packing runs beside another's FMAs. Either way each
 //! tile is the same sequence of microkernel calls, so the bits do not change.
 //!
 //! A column-major `A` (a transposed one on row-major storage) is packed from `kc` columns,
@@ -63,10 +65,8 @@
 //! ([`through_transpose`]): `C^T = B^T A^T`, in which `A^T` is the right operand, row-major,
 //! and packed as a `B` is, from runs of its rows.
 //!
-//! The barrier spins, then yields, and never sleeps ([`Barrier`]): a worker put to sleep between
-//! the two phases of a block has to be woken for the next one. The calling thread waits while
-//! the pool's workers work rather than being thread 0 of the team, which would have it spin at
-//! the first barrier while a sleeping worker wakes. (Measurements of both, and of every
+//! The waits spin, then yield, and never sleep ([`wait_for`]): a worker put to sleep between the
+//! two phases of a block has to be woken for the next one. (Measurements of this, and of every
 //! alternative named in these docs: `docs/performance-notes.md`.)
 
 use std::cell::RefCell;
@@ -80,7 +80,7 @@ use crossbeam_utils::Backoff;
 use super::microkernel::{MAX_TILE, Microkernel};
 use super::scratch::{Scratch, with_scratch};
 use super::simd::{LINE_FLOATS, prefetch};
-use super::{cache, pack};
+use super::{cache, pack, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 use crate::{Error, Result};
 
@@ -112,7 +112,7 @@ pub fn gemm(
     let a_panels = c.rows.div_ceil(uk.mr);
     let run_len = group * pack::b_panel_stride(depth, uk.nr);
     with_scratch(&PACK_B, threads * run_len, |b_packed| {
-        let team = Team {
+        let mut team = Team {
             uk,
             nc,
             kc,
@@ -127,31 +127,32 @@ pub fn gemm(
             b_runs: b_packed.chunks_mut(run_len).map(RwLock::new).collect(),
             c: TilesOfC { data: c.data.as_mut_ptr(), _c: PhantomData },
             a_panels,
-            tasks: Tasks::new(threads),
-            barrier: Barrier::new(threads),
+            strips: Tasks::new(threads),
+            phases: Vec::new(),
+            current: AtomicUsize::new(0),
         };
         let strips = strip_width(threads, (c.rows, c.cols), (a_panels, uk.nr), group);
-        if let Some(strip) = strips {
-            team.tasks.deal(c.cols.div_ceil(uk.nr).div_ceil(strip));
+        match strips {
+            Some(strip) => team.strips.deal(c.cols.div_ceil(uk.nr).div_ceil(strip)),
+            None => {
+                let blocks = c.cols.div_ceil(nc) * a.cols.div_ceil(depth);
+                team.phases = (0..blocks).map(|_| Phase::new(threads, a_panels)).collect();
+            }
         }
-        let work = |t| match strips {
+        // Member 0 is the calling thread, which starts at once; the others are the pool's
+        // workers, each joining where the team is when it wakes (crate::cpu::workers).
+        workers::share(threads, threads, &|t| match strips {
             Some(strip) => team.work_on_strips(t, strip),
             None => team.work(t),
-        };
-        if threads == 1 {
-            // On the caller's thread: no hand-off to a pool worker and back.
-            work(0);
-        } else {
-            thread_pool(threads)?.broadcast(|ctx| work(ctx.index()));
-        }
-        Ok(())
+        })
     })
 }
 
-/// What the threads of one product share. They go through the blocks in step: each packs its
-/// run of the block of B, all wait at the barrier, each takes panels of A until none is left,
-/// all wait at the barrier again. The locks only make that sharing safe Rust: the barriers
-/// order the phases, so no lock is ever contended. C is written through [`TilesOfC`].
+/// What the members of one product's team share. They go through the blocks in step, each
+/// block's [`Phase`] counting its work: the runs of B are packed, then the panels of A
+/// multiplied, and a member goes on only when the work of the phase is done. The locks make
+/// that sharing safe Rust; the phases order the packing and the reading of a block, so a lock
+/// is contended only by a member that joins late. C is written through [`TilesOfC`].
 struct Team<'a> {
     uk: &'a Microkernel,
     nc: usize,
@@ -173,8 +174,40 @@ struct Team<'a> {
     c: TilesOfC<'a>,
     /// Panels of A (of `MR` rows of C).
     a_panels: usize,
-    tasks: Tasks,
-    barrier: Barrier,
+    /// The strips of C's columns, as tasks ([`Team::work_on_strips`]).
+    strips: Tasks,
+    /// Each block's progress, in the order of the loops ([`Team::work`]).
+    phases: Vec<Phase>,
+    /// The first block that some member may still be working on: where a member that joins
+    /// late starts.
+    current: AtomicUsize,
+}
+
+/// One block's progress, shared by the members of the team present: the runs of B not yet
+/// taken and those packed, its panels of A as tasks and those done.
+struct Phase {
+    runs_taken: AtomicUsize,
+    runs_packed: AtomicUsize,
+    panels: Tasks,
+    panels_done: AtomicUsize,
+}
+
+impl Phase {
+    fn new(members: usize, a_panels: usize) -> Self {
+        let panels = Tasks::new(members);
+        panels.deal(a_panels);
+        let zero = || AtomicUsize::new(0);
+        Phase { runs_taken: zero(), runs_packed: zero(), panels, panels_done: zero() }
+    }
+}
+
+/// Spins, then yields, until `count` reaches `total` (never sleeps: the waits last from
+/// microseconds to a few milliseconds, and a sleeping thread came back late).
+fn wait_for(count: &AtomicUsize, total: usize) {
+    let backoff = Backoff::new();
+    while count.load(Ordering::Acquire) < total {
+        backoff.snooze();
+    }
 }
 
 /// One block of the product: columns `cols` of B and C, depth `depth` of A and B.
@@ -184,19 +217,28 @@ struct Block {
 }
 
 impl Team<'_> {
-    /// Thread `t`'s part of the whole product: the loops of the [module docs](self).
+    /// Member `t`'s part of the whole product: the loops of the [module docs](self), from the
+    /// block where the team is when it joins.
     fn work(&self, t: usize) {
-        let k = self.a.cols;
-        for jc in (0..self.n).step_by(self.nc) {
-            for pc in (0..k).step_by(self.depth) {
-                let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.depth) };
-                self.pack_b(t, &block);
-                // The last thread to arrive deals the panels of A of this block out.
-                self.barrier.wait(|| self.tasks.deal(self.a_panels));
-                self.multiply(t, &block);
-                // The B block is packed again only when every thread is done reading it.
-                self.barrier.wait(|| ());
+        let (k, runs) = (self.a.cols, self.b_runs.len());
+        let depths = k.div_ceil(self.depth);
+        for (i, phase) in self.phases.iter().enumerate().skip(self.current.load(Ordering::Acquire)) {
+            let (jc, pc) = (i / depths * self.nc, i % depths * self.depth);
+            let block = Block { cols: jc..self.n.min(jc + self.nc), depth: pc..k.min(pc + self.depth) };
+            // Runs of B not yet taken, whoever packs them.
+            loop {
+                let run = phase.runs_taken.fetch_add(1, Ordering::Relaxed);
+                if run >= runs {
+                    break;
+                }
+                self.pack_b(run, &block);
+                phase.runs_packed.fetch_add(1, Ordering::Release);
             }
+            wait_for(&phase.runs_packed, runs);
+            self.multiply(t, &block, phase);
+            // The B block is packed over only when every panel of A has been multiplied by it.
+            wait_for(&phase.panels_done, self.a_panels);
+            self.current.fetch_max(i + 1, Ordering::Release);
         }
     }
 
@@ -207,7 +249,7 @@ impl Team<'_> {
         let (uk, k, n) = (self.uk, self.a.cols, self.n);
         let mut b_strip = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
         with_scratch(&PACK_A, self.a_panels * uk.mr * self.depth, |a_packed| {
-            while let Some(s) = self.tasks.next(t) {
+            while let Some(s) = self.strips.next(t) {
                 let cols = s * strip * uk.nr..n.min((s + 1) * strip * uk.nr);
                 for pc in (0..k).step_by(self.depth) {
                     let depth = pc..k.min(pc + self.depth);
@@ -270,19 +312,19 @@ impl Team<'_> {
         t * self.group..panels.min(t * self.group + self.group)
     }
 
-    /// Thread `t` packs its run of `block`'s B.
-    fn pack_b(&self, t: usize, block: &Block) {
-        let run = self.run(t, block);
+    /// Packs run `r` of `block`'s B.
+    fn pack_b(&self, r: usize, block: &Block) {
+        let run = self.run(r, block);
         if !run.is_empty() {
-            let mut out = self.b_runs[t].write().unwrap_or_else(PoisonError::into_inner);
+            let mut out = self.b_runs[r].write().unwrap_or_else(PoisonError::into_inner);
             let len = run.len() * pack::b_panel_stride(block.depth.len(), self.uk.nr);
             (self.uk.pack_b)(self.b, block.depth.clone(), block.cols.clone(), run.start, &mut out[..len]);
         }
     }
 
-    /// Thread `t` takes panels of A until none is left, and multiplies each by the whole packed
-    /// block of B: one row of tiles of C.
-    fn multiply(&self, t: usize, block: &Block) {
+    /// Member `t` takes `phase`'s panels of A until none is left, and multiplies each by the
+    /// whole packed block of B: one row of tiles of C.
+    fn multiply(&self, t: usize, block: &Block, phase: &Phase) {
         let (uk, a, kc) = (self.uk, self.a, block.depth.len());
         let runs: Vec<_> =
             self.b_runs.iter().map(|r| r.read().unwrap_or_else(PoisonError::into_inner)).collect();
@@ -294,7 +336,7 @@ impl Team<'_> {
         // One packed panel of A and one list of lines for all of this thread's tasks.
         with_scratch(&PACK_A, uk.mr * kc, |a_panel| {
             NEXT_LINES.with_borrow_mut(|next| {
-                while let Some(i) = self.tasks.next(t) {
+                while let Some(i) = phase.panels.next(t) {
                     // The source lines of the next panel, usually this thread's next task.
                     next.clear();
                     if prefetch_next && i + 1 < self.a_panels {
@@ -302,6 +344,7 @@ impl Team<'_> {
                     }
                     // SAFETY: rows `i * MR..` of C are this task's alone in this block (TilesOfC).
                     unsafe { self.row_of_tiles(i, &block.depth, &block.cols, &b_panels, a_panel, next) };
+                    phase.panels_done.fetch_add(1, Ordering::Release);
                 }
             })
         });
@@ -309,8 +352,8 @@ impl Team<'_> {
 }
 
 /// `C`'s values, written by the tasks. Within a block, a task owns the tiles of its panel of A's
-/// `MR` rows, so no two threads touch one element, and the barrier between two blocks orders
-/// every write of one before any read of the next (a tile may change threads from block to
+/// `MR` rows, so no two threads touch one element, and the wait between two blocks (every
+/// panel done, [`Phase`]) orders every write of one before any read of the next (a tile may change threads from block to
 /// block); a task of [`Team::work_on_strips`] owns its strip of columns for the whole product.
 struct TilesOfC<'a> {
     data: *mut f32,
@@ -386,37 +429,6 @@ fn take(share: &AtomicU64, front: bool) -> Option<usize> {
     }
 }
 
-/// A barrier the threads spin at, then yield at, and never sleep at: a block's phases last
-/// from a fraction of a millisecond to tens of milliseconds, and a thread put to sleep between
-/// them (on this VM, a halted virtual CPU) came back late ([module docs](self)).
-struct Barrier {
-    threads: usize,
-    arrived: AtomicUsize,
-    generation: AtomicUsize,
-}
-
-impl Barrier {
-    fn new(threads: usize) -> Self {
-        Barrier { threads, arrived: AtomicUsize::new(0), generation: AtomicUsize::new(0) }
-    }
-
-    /// Waits until all threads have arrived; the last to arrive runs `last` before letting
-    /// the others go.
-    fn wait(&self, last: impl FnOnce()) {
-        let generation = self.generation.load(Ordering::Acquire);
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
-            last();
-            self.arrived.store(0, Ordering::Relaxed);
-            self.generation.fetch_add(1, Ordering::Release);
-        } else {
-            let backoff = Backoff::new();
-            while self.generation.load(Ordering::Acquire) == generation {
-                backoff.snooze();
-            }
-        }
-    }
-}
-
 /// The least number of tasks per thread that the panels of A must give for the threads to share
 /// the rows; with fewer, they share strips of the columns ([`Team::work_on_strips`]), cut so
 /// that each thread gets this many.
@@ -424,7 +436,7 @@ const TASKS_PER_THREAD: usize = 4;
 
 /// Panels of A below which the threads share strips of the columns whatever their count, when
 /// `C` is at least twice as wide as tall: each strip then packs all of A (fewer than `64 * MR`
-/// rows) for itself, which its width pays for, and no barrier separates packing from computing.
+/// rows) for itself, which its width pays for, and no wait separates packing from computing.
 const FEW_PANELS: usize = 64;
 
 /// The narrowest strip, in panels of B: a strip packs all of A for itself, which needs this
@@ -595,9 +607,9 @@ fn balanced_nc(n: usize, nc_target: usize, nr: usize) -> usize {
 /// How many sums of `kc` a block of B holds on `threads` threads: on more than one, as many as
 /// make a block `nc` wide as large as one of the target width `nc_target`, at most
 /// [`MAX_SUMS_PER_BLOCK`]. A product narrower than the target then packs deeper blocks, so its
-/// threads meet at fewer barriers, while each tile of C still receives the same sums, in the
-/// same order, as with one sum per block: the bits do not change. One thread has no barriers to
-/// save, and keeps one sum per block.
+/// threads wait for each other fewer times, while each tile of C still receives the same sums,
+/// in the same order, as with one sum per block: the bits do not change. One thread has no
+/// waits to save, and keeps one sum per block.
 fn sums_per_block(threads: usize, nc_target: usize, nc: usize) -> usize {
     if threads == 1 { 1 } else { (nc_target / nc).clamp(1, MAX_SUMS_PER_BLOCK) }
 }
