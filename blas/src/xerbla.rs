@@ -83,14 +83,19 @@ fn handler(index: usize) -> Option<*const c_void> {
     }
 }
 
+/// The handler to call among `(wide_index, index)` of `sgemm_blas_handlers`: with `wide`, the
+/// 64-bit-integer one where the process has it, else the other; and whether it is the wide one.
+fn chosen((wide_index, index): (usize, usize), wide: bool) -> Option<(*const c_void, bool)> {
+    let wide_handler = handler(wide_index).filter(|_| wide).map(|address| (address, true));
+    wide_handler.or(handler(index).map(|address| (address, false)))
+}
+
 /// Reports `SGEMM`'s bad argument `info` through the process's `xerbla_` (with `wide`, the
 /// 64-bit-integer entries, its `xerbla_64_` first: the reference BLAS's handler in its
 /// 64-bit-integer build), else prints it.
 pub fn fortran(info: i32, wide: bool) {
     let name = b"SGEMM ";
-    let chosen = (handler(XERBLA_64).filter(|_| wide).map(|address| (address, true)))
-        .or(handler(XERBLA).map(|address| (address, false)));
-    let Some((address, wide)) = chosen else {
+    let Some((address, wide)) = chosen((XERBLA_64, XERBLA), wide) else {
         let name = String::from_utf8_lossy(name);
         eprintln!(" ** On entry to {:<6} parameter number {info:>2} had an illegal value", name.trim_end());
         return;
@@ -115,9 +120,7 @@ pub fn fortran(info: i32, wide: bool) {
 /// `RowMajorStrg` set where the process has that global (see the module docs); `None` for a
 /// column-major call or a routine without that convention.
 pub fn cblas(routine: &CStr, position: i32, reference: Option<i32>, wide: bool) {
-    let chosen = (handler(CBLAS_XERBLA_64).filter(|_| wide).map(|address| (address, true)))
-        .or(handler(CBLAS_XERBLA).map(|address| (address, false)));
-    let Some((address, wide)) = chosen else {
+    let Some((address, wide)) = chosen((CBLAS_XERBLA_64, CBLAS_XERBLA), wide) else {
         eprintln!("Parameter {position} to routine {} was incorrect", routine.to_string_lossy());
         return;
     };

@@ -65,7 +65,7 @@
 //! ([`through_transpose`]): `C^T = B^T A^T`, in which `A^T` is the right operand, row-major,
 //! and packed as a `B` is, from runs of its rows.
 //!
-//! The waits spin, then yield, and never sleep ([`wait_for`]): a worker put to sleep between the
+//! The waits spin, then yield, and never sleep ([`workers::wait_for`]): a worker put to sleep between the
 //! two phases of a block has to be woken for the next one. (Measurements of this, and of every
 //! alternative named in these docs: `docs/performance-notes.md`.)
 
@@ -73,16 +73,14 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-
-use crossbeam_utils::Backoff;
+use std::sync::{PoisonError, RwLock};
 
 use super::microkernel::{MAX_TILE, Microkernel};
 use super::scratch::{Scratch, with_scratch};
 use super::simd::{LINE_FLOATS, prefetch};
 use super::{cache, pack, workers};
+use crate::Result;
 use crate::matrix::{Layout, MatMut, MatRef};
-use crate::{Error, Result};
 
 /// `C = alpha * A * B + beta * C` with `uk` on `threads` threads (contract of
 /// [`CpuKernelFn`](super::CpuKernelFn); `uk` must be [`detected`](Microkernel::detected)).
@@ -111,8 +109,21 @@ pub fn gemm(
     let group = (nc / uk.nr).div_ceil(threads);
     let a_panels = c.rows.div_ceil(uk.mr);
     let run_len = group * pack::b_panel_stride(depth, uk.nr);
+    let strips = strip_width(threads, (c.rows, c.cols), (a_panels, uk.nr), group);
+    // Strips are dealt once for the whole product; blocks have a phase each.
+    let strip_tasks = Tasks::new(threads);
+    let phases = match strips {
+        Some(strip) => {
+            strip_tasks.deal(c.cols.div_ceil(uk.nr).div_ceil(strip));
+            Vec::new()
+        }
+        None => {
+            let blocks = c.cols.div_ceil(nc) * a.cols.div_ceil(depth);
+            (0..blocks).map(|_| Phase::new(threads, a_panels)).collect()
+        }
+    };
     with_scratch(&PACK_B, threads * run_len, |b_packed| {
-        let mut team = Team {
+        let team = Team {
             uk,
             nc,
             kc,
@@ -127,18 +138,10 @@ pub fn gemm(
             b_runs: b_packed.chunks_mut(run_len).map(RwLock::new).collect(),
             c: TilesOfC { data: c.data.as_mut_ptr(), _c: PhantomData },
             a_panels,
-            strips: Tasks::new(threads),
-            phases: Vec::new(),
+            strips: strip_tasks,
+            phases,
             current: AtomicUsize::new(0),
         };
-        let strips = strip_width(threads, (c.rows, c.cols), (a_panels, uk.nr), group);
-        match strips {
-            Some(strip) => team.strips.deal(c.cols.div_ceil(uk.nr).div_ceil(strip)),
-            None => {
-                let blocks = c.cols.div_ceil(nc) * a.cols.div_ceil(depth);
-                team.phases = (0..blocks).map(|_| Phase::new(threads, a_panels)).collect();
-            }
-        }
         // Member 0 is the calling thread, which starts at once; the others are the pool's
         // workers, each joining where the team is when it wakes (crate::cpu::workers).
         workers::share(threads, threads, &|t| match strips {
@@ -201,15 +204,6 @@ impl Phase {
     }
 }
 
-/// Spins, then yields, until `count` reaches `total` (never sleeps: the waits last from
-/// microseconds to a few milliseconds, and a sleeping thread came back late).
-fn wait_for(count: &AtomicUsize, total: usize) {
-    let backoff = Backoff::new();
-    while count.load(Ordering::Acquire) < total {
-        backoff.snooze();
-    }
-}
-
 /// One block of the product: columns `cols` of B and C, depth `depth` of A and B.
 struct Block {
     cols: Range<usize>,
@@ -234,10 +228,10 @@ impl Team<'_> {
                 self.pack_b(run, &block);
                 phase.runs_packed.fetch_add(1, Ordering::Release);
             }
-            wait_for(&phase.runs_packed, runs);
+            workers::wait_for(&phase.runs_packed, runs);
             self.multiply(t, &block, phase);
             // The B block is packed over only when every panel of A has been multiplied by it.
-            wait_for(&phase.panels_done, self.a_panels);
+            workers::wait_for(&phase.panels_done, self.a_panels);
             self.current.fetch_max(i + 1, Ordering::Release);
         }
     }
@@ -675,23 +669,6 @@ fn through_transpose(
         }
         Ok(())
     })
-}
-
-/// The rayon pool with exactly `threads` workers, built once per count and kept.
-pub(super) fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
-    static POOLS: Mutex<Vec<Arc<rayon::ThreadPool>>> = Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(pool) = pools.iter().find(|p| p.current_num_threads() == threads) {
-        return Ok(pool.clone());
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("sgemm-cpu-{i}"))
-        .build()
-        .map_err(|e| Error::ThreadPool(e.to_string()))?;
-    let pool = Arc::new(pool);
-    pools.push(pool.clone());
-    Ok(pool)
 }
 
 #[cfg(test)]

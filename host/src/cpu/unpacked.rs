@@ -75,10 +75,9 @@ pub fn fits(m: usize, n: usize, k: usize, b: Layout) -> bool {
 const NARROW_TILES: usize = 4;
 
 /// The largest `C`, in register tiles (`(rows, columns)`), that [`fits_narrow`] takes when `k`
-/// is deeper than one of the packed path's sums. Past it the packed panels, each read once for
-/// every tile across `C` and every sum, are worth their copy on some CPUs: taller products ran
-/// faster unpacked on a Zen 5 and slower on a Sapphire Rapids Xeon, wider ones slower on both
-/// (measured in `docs/performance-notes.md`).
+/// is deeper than one of the packed path's sums: past it the packed panels, each read once for
+/// every tile across `C` and every sum, are worth their copy (the measurements are in
+/// `docs/performance-notes.md`).
 const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
 
 /// Whether an `m x n x k` product is computed unpacked with its rows dealt to the threads
@@ -163,18 +162,14 @@ unsafe fn in_sums(
 ) {
     let k = a.cols;
     let ((_, a_col), (b_row, _)) = (a.strides(), b.strides());
-    let mut first = 0;
-    loop {
+    // At least one sum: `beta` is applied even to an empty product.
+    for first in (0..k.max(1)).step_by(depth) {
         let len = depth.min(k - first);
         let a = MatRef { data: &a.data[first * a_col..], cols: len, ..*a };
         let b = MatRef { data: &b.data[first * b_row..], rows: len, ..*b };
         let beta = if first == 0 { beta } else { 1.0 };
         // SAFETY: the caller's contract, for columns first.. of A and rows first.. of B.
         unsafe { small(alpha, &a, &b, beta, c) };
-        first += len;
-        if first >= k {
-            break;
-        }
     }
 }
 

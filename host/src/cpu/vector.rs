@@ -36,7 +36,7 @@ use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{LINE_FLOATS, Portable, Simd};
-use super::{cache, packed};
+use super::{cache, packed, workers};
 use crate::Result;
 use crate::matrix::{Layout, MatMut, MatRef};
 
@@ -217,7 +217,7 @@ unsafe fn split(form: FormFn, gemv: &Gemv, threads: usize) -> Result<()> {
         unsafe { form(gemv, 0..gemv.len) };
     } else {
         let shared = Shared(*gemv);
-        packed::thread_pool(threads)?.broadcast(|ctx| {
+        workers::thread_pool(threads)?.broadcast(|ctx| {
             // SAFETY: the ranges of the threads are disjoint and cover out.
             unsafe { form(shared.get(), range(ctx.index())) }
         });

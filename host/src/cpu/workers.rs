@@ -1,11 +1,11 @@
 //! Work shared between the calling thread and the pool's workers, as they arrive.
 //!
 //! A pool worker that has been idle for a while sleeps, and waking it is the operating system's
-//! (on a virtual machine, the hypervisor's) business: up to hundreds of microseconds, as long
-//! as a whole small product takes. A call that hands all its work to the workers (rayon's
-//! `install` or `broadcast`) waits for the last of them to wake before it can finish.
+//! (on a virtual machine, the hypervisor's) business, which can take as long as a whole small
+//! product. A call that hands all its work to the workers (rayon's `install` or `broadcast`)
+//! waits for the last of them to wake before it can finish.
 //!
-//! [`share`] puts the tasks of a call on a board instead. The calling thread starts on them at
+//! [`share`] puts the tasks of a call on a board instead ([`thread_pool`] holds the workers). The calling thread starts on them at
 //! once, and each worker takes tasks from the board when it wakes. A worker that arrives after
 //! the last task was taken returns without touching the call's data, so the call never waits
 //! for a sleeping worker: it is about as fast as the caller alone when the workers are asleep,
@@ -17,8 +17,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::packed;
-use crate::Result;
+use crossbeam_utils::Backoff;
+
+use crate::{Error, Result};
 
 /// A task of a call: `task(i)` for the call's `i`-th task.
 type Task<'a> = dyn Fn(usize) + Sync + 'a;
@@ -70,7 +71,7 @@ pub(super) fn share(threads: usize, tasks: usize, task: &Task<'_>) -> Result<()>
         (0..tasks).for_each(task);
         return Ok(());
     }
-    let pool = packed::thread_pool(threads)?;
+    let pool = thread_pool(threads)?;
     // SAFETY: the board outlives this call (the late workers hold it), but `task` is called
     // only for a task taken below `tasks`, and this function does not return (nor unwind)
     // before every such task is done; a worker that takes none never calls it.
@@ -88,15 +89,7 @@ pub(super) fn share(threads: usize, tasks: usize, task: &Task<'_>) -> Result<()>
     }
     board.work();
     // Every task is taken; wait for those still running on the workers (at most one each).
-    let mut spins = 0u32;
-    while board.done.load(Ordering::Acquire) < tasks {
-        if spins < 1 << 10 {
-            std::hint::spin_loop();
-            spins += 1;
-        } else {
-            std::thread::yield_now();
-        }
-    }
+    wait_for(&board.done, tasks);
     if let Some(payload) = board.panic.lock().unwrap_or_else(PoisonError::into_inner).take() {
         resume_unwind(payload);
     }
@@ -120,6 +113,32 @@ pub(super) fn for_each<T: Send>(
         }
     })?;
     failed.into_inner().unwrap_or_else(PoisonError::into_inner).map_or(Ok(()), Err)
+}
+
+/// Spins, then yields, until `count` reaches `total`; never sleeps, so that the waiting thread
+/// is still awake for the work that follows.
+pub(super) fn wait_for(count: &AtomicUsize, total: usize) {
+    let backoff = Backoff::new();
+    while count.load(Ordering::Acquire) < total {
+        backoff.snooze();
+    }
+}
+
+/// The rayon pool with exactly `threads` workers, built once per count and kept.
+pub(super) fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    static POOLS: Mutex<Vec<Arc<rayon::ThreadPool>>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pool) = pools.iter().find(|p| p.current_num_threads() == threads) {
+        return Ok(pool.clone());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("sgemm-cpu-{i}"))
+        .build()
+        .map_err(|e| Error::ThreadPool(e.to_string()))?;
+    let pool = Arc::new(pool);
+    pools.push(pool.clone());
+    Ok(pool)
 }
 
 #[cfg(test)]
