@@ -11,6 +11,10 @@ pause (--settle): OpenBLAS's workers spin for about 70 ms after a call and OpenM
 for up to 200 ms, and whoever ran next would be timed against them. scripts/on-device.sh's
 `cpu` step runs it at each thread count.
 
+With --batch N each call is N products of the shape, members back to back: numpy's matmul of
+stacked arrays (one BLAS call a member), PyTorch's `bmm`, and the drop-in's
+`cblas_sgemm_batch_strided`.
+
     python3 scripts/cpu-peers.py --ours .devbuild/blas/libsgemm_blas.so --threads 16 \
         --shapes 512,1024,8x4096x4096
 """
@@ -34,16 +38,18 @@ ROW_MAJOR, NO_TRANS = 101, 111
 
 
 def load_ours(path, threads):
-    """`cblas_sgemm` of the drop-in at `path`, on the CPU with `threads` threads."""
+    """`cblas_sgemm` and `cblas_sgemm_batch_strided` of the drop-in at `path`, on the CPU with
+    `threads` threads."""
     os.environ["SGEMM_BACKEND"] = "cpu"
     os.environ["SGEMM_CPU_THREADS"] = str(threads)
     lib = ctypes.CDLL(path)
-    f = lib.cblas_sgemm
-    f.restype = None
     ptr = ctypes.POINTER(ctypes.c_float)
     i, s = ctypes.c_int, ctypes.c_float
-    f.argtypes = [i, i, i, i, i, i, s, ptr, i, ptr, i, s, ptr, i]
-    return f
+    single, batched = lib.cblas_sgemm, lib.cblas_sgemm_batch_strided
+    single.restype = batched.restype = None
+    single.argtypes = [i, i, i, i, i, i, s, ptr, i, ptr, i, s, ptr, i]
+    batched.argtypes = [i, i, i, i, i, i, s, ptr, i, i, ptr, i, i, s, ptr, i, i, i]
+    return single, batched
 
 
 def shape(text):
@@ -55,6 +61,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="1024,2048,4096")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="products per call, back to back")
     p.add_argument("--ours", help="path of libsgemm_blas.so")
     p.add_argument("--before", help="path of another build's libsgemm_blas.so, timed beside")
     p.add_argument("--seconds", type=float, default=3.0, help="time per shape (at least 5 rounds)")
@@ -65,20 +72,31 @@ def main():
     before = load_ours(args.before, threads) if args.before else None
     if torch is not None:
         torch.set_num_threads(threads)
+    batch = args.batch
     for m, n, k in map(shape, args.shapes.split(",")):
         rng = np.random.default_rng(m * n * k)
-        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        c = np.zeros((m, n), np.float32)
+        a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float32)
+        c = np.zeros((batch, m, n), np.float32)
+        if batch == 1:
+            a, b, c = a[0], b[0], c[0]
         contenders = {"numpy": lambda: np.matmul(a, b, out=c)}
         if torch is not None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
-            contenders["torch"] = lambda: torch.matmul(ta, tb, out=tc)
+            mul = torch.matmul if batch == 1 else torch.bmm
+            contenders["torch"] = lambda: mul(ta, tb, out=tc)
         fp = ctypes.POINTER(ctypes.c_float)
         pa, pb, pc = (x.ctypes.data_as(fp) for x in (a, b, c))
-        for name, sgemm in (("ours", ours), ("before", before)):
-            if sgemm is not None:
-                contenders[name] = lambda f=sgemm: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+        for name, lib in (("ours", ours), ("before", before)):
+            if lib is None:
+                continue
+            single, batched = lib
+            if batch == 1:
+                contenders[name] = lambda f=single: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+            else:
+                contenders[name] = lambda f=batched: f(
+                    ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, m * k, pb, n, k * n, 0.0, pc, n, m * n, batch
+                )
         times = {name: [] for name in contenders}
         with threadpool_limits(limits=threads):
             for f in contenders.values():
@@ -91,8 +109,9 @@ def main():
                     times[name].append(time.perf_counter() - t)
                     if threads > 1:
                         time.sleep(args.settle)
-        rate = {name: 2 * m * n * k / statistics.median(ts) / 1e9 for name, ts in times.items()}
-        line = f"threads {threads:2} {m}x{n}x{k:<6} rounds {len(times['numpy']):4}"
+        rate = {name: 2 * batch * m * n * k / statistics.median(ts) / 1e9 for name, ts in times.items()}
+        label = f"{m}x{n}x{k}" if batch == 1 else f"{batch}*{m}x{n}x{k}"
+        line = f"threads {threads:2} {label:<14} rounds {len(times['numpy']):4}"
         line += "".join(f"  {name} {r:8.1f}" for name, r in rate.items())
         if ours is not None:
             best = max(r for name, r in rate.items() if name not in ("ours", "before"))

@@ -36,7 +36,7 @@ use super::microkernel::{Microkernel, rank_one_update, update_c};
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{Portable, Simd};
+use super::simd::{LINE_FLOATS, Portable, Simd, prefetch_l2};
 use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
@@ -173,6 +173,24 @@ unsafe fn in_sums(
     }
 }
 
+/// The longest rows of `A` (values) whose next row of tiles the unpacked kernels prefetch.
+const WARM_MAX_K: usize = 12 * LINE_FLOATS;
+
+/// Whether the unpacked kernels prefetch into L2, while a row of tiles is computed, the rows of
+/// `A` of the row of tiles below it: when `A` is row-major (`a_col == 1`) and its rows are at
+/// most [`WARM_MAX_K`] long.
+///
+/// A row of tiles broadcasts `MR` rows of `A` side by side, a line of each every 16 steps. Where
+/// `A` is not in a cache (each member of a batch, a first call), each of those lines is a miss,
+/// and short rows end before the hardware's stream prefetchers have followed them: the tile waits
+/// on memory for each line of each row. Longer rows are followed by the hardware, and on operands
+/// already in cache the requests cost more than they save (measured in
+/// `docs/performance-notes.md`). A column-major `A` is read one line a step along a constant
+/// stride, which the hardware follows.
+fn warms_next_rows(a_col: usize, k: usize) -> bool {
+    a_col == 1 && k <= WARM_MAX_K
+}
+
 /// Where a tile reads its operands and writes its result.
 #[derive(Clone, Copy)]
 struct Operands {
@@ -192,46 +210,71 @@ struct Operands {
 }
 
 /// One `R x (NV * LANES)` tile of `C`; with `EDGE`, only its first `cols` columns exist (at
-/// least `(NV - 1) * LANES + 1` of them).
+/// least `(NV - 1) * LANES + 1` of them). With `next_a`, the first `R` rows of a row-major `A`
+/// from there (`k` values each) are prefetched into L2 while the tile is computed: the row of
+/// tiles below it, which [`warms_next_rows`] says to ask for.
 ///
 /// # Safety
 /// The CPU has `S`'s instruction set; the `R` rows of `A` and the `cols` columns of `B` and `C`
 /// from the pointers of `o` lie inside their views (`k` columns of `A`, `k` rows of `B`, `R`
 /// rows of `C`).
 #[inline(always)]
-unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(o: Operands, cols: usize) {
+unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
+    o: Operands,
+    cols: usize,
+    next_a: Option<*const f32>,
+) {
     unsafe {
         let masks: [S::Mask; NV] =
             std::array::from_fn(|v| S::first(cols.saturating_sub(v * S::LANES).clamp(1, S::LANES)));
         let load = |p: *const f32, v: usize| if EDGE { S::load_masked(p, masks[v]) } else { S::load(p) };
         let mut acc = [[S::zero(); NV]; R];
-        for p in 0..o.k {
-            let b_row = o.b.add(p * o.ldb);
-            let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
-            let a_col = o.a.add(p * o.a_col);
-            rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
+        // The steps in `R` runs; after run `r`, the lines of row `r` of `next_a`, so that the
+        // requests are spread over the tile. The runs leave each step as it is.
+        let mut p = 0;
+        for r in 0..R {
+            let end = o.k * (r + 1) / R;
+            while p < end {
+                let b_row = o.b.add(p * o.ldb);
+                let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
+                let a_col = o.a.add(p * o.a_col);
+                rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
+                p += 1;
+            }
+            if let Some(next) = next_a {
+                let row = next.wrapping_add(r * o.a_row);
+                for line in (0..o.k).step_by(LINE_FLOATS) {
+                    prefetch_l2(row.wrapping_add(line));
+                }
+            }
         }
         update_c::<S, R, NV, EDGE>(&acc, o.alpha, o.beta, o.c, o.ldc, masks);
     }
 }
 
-/// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns.
+/// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns; the first
+/// one prefetches `next_a` (see [`tile`]).
 ///
 /// # Safety
 /// As [`tile`], for all `n` columns.
 #[inline(always)]
-unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(o: Operands, n: usize) {
+unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(
+    o: Operands,
+    n: usize,
+    next_a: Option<*const f32>,
+) {
     let nr = NV * S::LANES;
     for j in (0..n).step_by(nr) {
         let cols = nr.min(n - j);
+        let next = if j == 0 { next_a } else { None };
         let o = Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(o, cols);
+                tile::<S, R, NV, false>(o, cols, next);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(o, cols);
+                tile::<S, R, 1, true>(o, cols, next);
             } else {
-                tile::<S, R, NV, true>(o, cols);
+                tile::<S, R, NV, true>(o, cols, next);
             }
         }
     }
@@ -265,8 +308,10 @@ macro_rules! unpacked {
             let (a_row, a_col) = a.strides();
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
+            let warm = warms_next_rows(a_col, k);
             with_rows_of_b(b, |b, ldb| {
                 for i in (0..m).step_by($mr) {
+                    let next_a = (warm && i + $mr < m).then(|| a_data.wrapping_add((i + $mr) * a_row));
                     let o = Operands {
                         k,
                         a: a_data.wrapping_add(i * a_row),
@@ -284,8 +329,8 @@ macro_rules! unpacked {
                     // columns of B's k rows lie inside them; the caller detected the CPU.
                     unsafe {
                         match m - i {
-                            $($r => row_of_tiles::<$simd, $r, $nv>(o, n),)*
-                            _ => row_of_tiles::<$simd, $mr, $nv>(o, n),
+                            $($r => row_of_tiles::<$simd, $r, $nv>(o, n, next_a),)*
+                            _ => row_of_tiles::<$simd, $mr, $nv>(o, n, next_a),
                         }
                     }
                 }
@@ -365,6 +410,14 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_short_rows_of_a_row_major_a_are_prefetched() {
+        assert!(warms_next_rows(1, 1));
+        assert!(warms_next_rows(1, WARM_MAX_K));
+        assert!(!warms_next_rows(1, WARM_MAX_K + 1));
+        assert!(!warms_next_rows(64, 64));
     }
 
     #[test]
