@@ -16,6 +16,10 @@
 //!   the bottom edge is the same tile with fewer rows (one instance per height), so nothing
 //!   outside the operands is read and nothing outside `C`'s block is written, and no scratch
 //!   tile is needed.
+//! - while a row of tiles is computed, its first tile asks for the rows of `A` of the next row
+//!   of tiles ([`warms_next_rows`]): rows too short for the hardware's prefetchers to follow
+//!   would otherwise be waited for line by line when `A` is not in cache (each member of a
+//!   batch).
 //!
 //! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
