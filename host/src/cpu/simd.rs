@@ -225,26 +225,36 @@ pub const LINE_FLOATS: usize = 64 / size_of::<f32>();
 
 /// Asks the cache hierarchy for the line holding `p` (x86 `prefetcht0`; nothing elsewhere). A
 /// hint: it never faults, whatever the address.
+#[inline(always)]
+pub fn prefetch(p: *const f32) {
+    prefetch_with::<{ HINT_L1 }>(p);
+}
+
 /// Asks for the line holding `p` into the L2 and the caches beyond it (x86 `prefetcht1`;
 /// nothing elsewhere), for lines wanted later than the next few hundred cycles. A hint: it never
 /// faults, whatever the address.
 #[inline(always)]
 pub fn prefetch_l2(p: *const f32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetcht1 is part of the x86-64 baseline (SSE) and does not access memory.
-    unsafe {
-        _mm_prefetch::<_MM_HINT_T1>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_with::<{ HINT_L2 }>(p);
 }
 
+#[cfg(target_arch = "x86_64")]
+const HINT_L1: i32 = _MM_HINT_T0;
+#[cfg(target_arch = "x86_64")]
+const HINT_L2: i32 = _MM_HINT_T1;
+#[cfg(not(target_arch = "x86_64"))]
+const HINT_L1: i32 = 0;
+#[cfg(not(target_arch = "x86_64"))]
+const HINT_L2: i32 = 0;
+
+/// `_mm_prefetch` with `HINT` on x86-64; nothing elsewhere.
 #[inline(always)]
-pub fn prefetch(p: *const f32) {
+fn prefetch_with<const HINT: i32>(p: *const f32) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetcht0 is part of the x86-64 baseline (SSE) and does not access memory.
+    // SAFETY: the prefetch instructions are part of the x86-64 baseline (SSE) and do not access
+    // memory.
     unsafe {
-        _mm_prefetch::<_MM_HINT_T0>(p.cast())
+        _mm_prefetch::<HINT>(p.cast())
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
