@@ -231,8 +231,7 @@ pub fn prefetch(p: *const f32) {
 }
 
 /// Asks for the line holding `p` into the L2 and the caches beyond it (x86 `prefetcht1`;
-/// nothing elsewhere), for lines wanted later than the next few hundred cycles. A hint: it never
-/// faults, whatever the address.
+/// nothing elsewhere). A hint: it never faults, whatever the address.
 #[inline(always)]
 pub fn prefetch_l2(p: *const f32) {
     prefetch_with::<{ HINT_L2 }>(p);

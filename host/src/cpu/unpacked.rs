@@ -177,22 +177,17 @@ unsafe fn in_sums(
     }
 }
 
-/// The longest rows of `A` (values) whose next row of tiles the unpacked kernels prefetch.
-const WARM_MAX_K: usize = 12 * LINE_FLOATS;
-
-/// Whether the unpacked kernels prefetch into L2, while a row of tiles is computed, the rows of
-/// `A` of the row of tiles below it: when `A` is row-major (`a_col == 1`) and its rows are at
-/// most [`WARM_MAX_K`] long.
+/// Whether the unpacked kernels with tiles of `mr` rows prefetch into L2, while a row of tiles
+/// is computed, the rows of `A` of the row of tiles below it: when `A` is row-major
+/// (`a_col == 1`) and its rows are at most [`cache::warm_row_values`] long.
 ///
-/// A row of tiles broadcasts `MR` rows of `A` side by side, a line of each every 16 steps. Where
-/// `A` is not in a cache (each member of a batch, a first call), each of those lines is a miss,
-/// and short rows end before the hardware's stream prefetchers have followed them: the tile waits
-/// on memory for each line of each row. Longer rows are followed by the hardware, and on operands
-/// already in cache the requests cost more than they save (measured in
-/// `docs/performance-notes.md`). A column-major `A` is read one line a step along a constant
-/// stride, which the hardware follows.
-fn warms_next_rows(a_col: usize, k: usize) -> bool {
-    a_col == 1 && k <= WARM_MAX_K
+/// A row of tiles broadcasts `mr` rows of `A` side by side, a line of each every
+/// [`LINE_FLOATS`] steps. Where `A` is not in a cache (each member of a batch, a first call),
+/// each of those lines is a miss, and short rows end before the hardware's stream prefetchers
+/// have followed them, so the tile would wait on memory for each line of each row. A
+/// column-major `A` is read one line a step along a constant stride, which the hardware follows.
+fn warms_next_rows(mr: usize, a_col: usize, k: usize) -> bool {
+    a_col == 1 && k <= cache::warm_row_values(mr)
 }
 
 /// Where a tile reads its operands and writes its result.
@@ -233,11 +228,11 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
             std::array::from_fn(|v| S::first(cols.saturating_sub(v * S::LANES).clamp(1, S::LANES)));
         let load = |p: *const f32, v: usize| if EDGE { S::load_masked(p, masks[v]) } else { S::load(p) };
         let mut acc = [[S::zero(); NV]; R];
-        // The steps in `R` runs; after run `r`, the lines of row `r` of `next_a`, so that the
-        // requests are spread over the tile. The runs leave each step as it is.
+        // The steps in `R` stretches; after stretch `s`, the lines of row `s` of `next_a`, so
+        // that the requests spread over the tile and no step tests for them.
         let mut p = 0;
-        for r in 0..R {
-            let end = o.k * (r + 1) / R;
+        for s in 0..R {
+            let end = o.k * (s + 1) / R;
             while p < end {
                 let b_row = o.b.add(p * o.ldb);
                 let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
@@ -246,7 +241,7 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
                 p += 1;
             }
             if let Some(next) = next_a {
-                let row = next.wrapping_add(r * o.a_row);
+                let row = next.wrapping_add(s * o.a_row);
                 for line in (0..o.k).step_by(LINE_FLOATS) {
                     prefetch_l2(row.wrapping_add(line));
                 }
@@ -312,7 +307,7 @@ macro_rules! unpacked {
             let (a_row, a_col) = a.strides();
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
-            let warm = warms_next_rows(a_col, k);
+            let warm = warms_next_rows($mr, a_col, k);
             with_rows_of_b(b, |b, ldb| {
                 for i in (0..m).step_by($mr) {
                     let next_a = (warm && i + $mr < m).then(|| a_data.wrapping_add((i + $mr) * a_row));
@@ -418,10 +413,11 @@ mod tests {
 
     #[test]
     fn only_short_rows_of_a_row_major_a_are_prefetched() {
-        assert!(warms_next_rows(1, 1));
-        assert!(warms_next_rows(1, WARM_MAX_K));
-        assert!(!warms_next_rows(1, WARM_MAX_K + 1));
-        assert!(!warms_next_rows(64, 64));
+        let longest = cache::warm_row_values(8);
+        assert!(warms_next_rows(8, 1, 1));
+        assert!(warms_next_rows(8, 1, longest));
+        assert!(!warms_next_rows(8, 1, longest + 1));
+        assert!(!warms_next_rows(8, 64, 64));
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::matrix::{Layout, MatMut, MatRef};
 /// when the CPU does not say) in whole cache lines, so the accumulators stay in L1 beside the
 /// rows of `X` streaming through it.
 fn axpy_block() -> usize {
-    let half = cache::l1_bytes().unwrap_or(32 << 10) / 2 / size_of::<f32>();
+    let half = cache::l1_bytes_or_default() / 2 / size_of::<f32>();
     (half / LINE_FLOATS).max(1) * LINE_FLOATS
 }
 
