@@ -225,6 +225,66 @@ fn gpu_batches_of_columns_give_what_their_members_give_alone() {
     }
 }
 
+/// Batches with more member tiles than the GPU holds at once, on `specialized`, which then
+/// computes several members per block in turn: every member must give the bits of the same
+/// product alone, including members whose values are outside the window (one with huge
+/// values, one with an infinity: the scaled loop at the end), tiles past the edges of `C`,
+/// narrow tiles, and rows of `C` that do not start on 32-byte sectors (the last member's
+/// staged epilogue).
+#[test]
+fn gpu_batches_of_several_members_per_block_give_what_their_members_give_alone() {
+    let Some(gpu) =
+        gpu_or_skip("gpu_batches_of_several_members_per_block_give_what_their_members_give_alone")
+    else {
+        return;
+    };
+    if !gpu.kernel_names().contains(&"specialized") {
+        println!("SKIPPED: no `specialized` kernel on this device");
+        return;
+    }
+    let gpu = gpu.with_kernel("specialized").unwrap().with_k_slices(Some(1)).unwrap();
+    let batch = 301;
+    for (m, n, k, beta) in [(130, 100, 70, 0.5), (200, 60, 33, 0.0), (64, 128, 96, 1.0)] {
+        let value = |i: usize| ((i * 7919) % 1999) as f32 / 977.0 - 1.0;
+        let mut a: Vec<f32> = (0..batch * m * k).map(value).collect();
+        let b: Vec<f32> = (0..batch * k * n).map(|i| value(i + 11)).collect();
+        // Member 7's A outside the window (scaled), member 150's holds an infinity, and the
+        // last member's is tiny (scaled too).
+        a[7 * m * k..8 * m * k].iter_mut().for_each(|x| *x *= 1e30);
+        a[150 * m * k + 5] = f32::INFINITY;
+        a[(batch - 1) * m * k..].iter_mut().for_each(|x| *x *= 1e-30);
+        let c0: Vec<f32> = (0..batch * m * n).map(|i| value(i + 3)).collect();
+        let mut c = c0.clone();
+        gpu.gemm_strided(
+            batch,
+            0.75,
+            &Strided::new(MatRef::contiguous(&a, m, k), m * k),
+            &Strided::new(MatRef::contiguous(&b, k, n), k * n),
+            beta,
+            &mut Strided::new(MatMut::contiguous(&mut c, m, n), m * n),
+        )
+        .unwrap();
+        for z in 0..batch {
+            let mut alone = c0[z * m * n..(z + 1) * m * n].to_vec();
+            gpu.gemm(
+                0.75,
+                &MatRef::contiguous(&a[z * m * k..], m, k),
+                &MatRef::contiguous(&b[z * k * n..], k, n),
+                beta,
+                &mut MatMut::contiguous(&mut alone, m, n),
+            )
+            .unwrap();
+            for (i, want) in alone.iter().enumerate() {
+                let got = c[z * m * n + i];
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{m}x{n}x{k}: member {z}, element {i}: {got} against {want} alone"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn batches_are_checked_before_anything_runs() {
     let engine = Engine::new(Backend::Cpu).unwrap();

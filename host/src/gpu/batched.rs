@@ -1,5 +1,6 @@
 //! Batches on the GPU ([`crate::batch`]): every launch covers the whole batch, one member per
-//! `blockIdx.z` (the kernels' batch convention, `sgemm_kernels::infra::params`).
+//! `blockIdx.z`, or several in turn for a kernel that takes them (the kernels' batch
+//! convention, `sgemm_kernels::infra::params`).
 //!
 //! A strided batch goes to the kernels as it is: each operand's members are its pointer plus
 //! `z * stride`. A list of views has no stride, and the GEMM kernels take none of the tables

@@ -10,6 +10,7 @@
 //!   + waves x (per_wave + per_wave_depth x d / 32)        one block after another
 //!   + ceil(blocks / SMs) x per_sm_depth x d / 32           the SM's throughput, shared
 //!   + per_partial x slices m n [slices > 1] + per_output x m n
+//!   + waves x (members - 1) x (next_member + next_member_depth x d / 32)
 //! ```
 //!
 //! - `waves = ceil(blocks / slots)` rounds of resident blocks (`slots`: `SMs x blocks per SM`).
@@ -20,21 +21,26 @@
 //!   fewer waves of larger tiles).
 //! - Split-K writes and reads `slices` partials of `m x n` and launches a reduction; every
 //!   product writes `C`.
+//! - A kernel that computes several members of a batch per block in turn
+//!   (`KernelSpec::members_per_block`, as many as `Gpu`'s launch gives each block, `members`)
+//!   launches fewer blocks, so fewer waves; each further member of a block costs less than a
+//!   wave, since its copies start while the member before it finishes.
 //! - A kernel that multiplies a tile narrower than its own at a width of its choosing
 //!   (`specialized`, [`specialized::multiplied_width`]) spends on a `C` narrower than one tile
 //!   `narrow.fixed + (1 - narrow.fixed) x width / tile width` of the depth terms: the copies
 //!   and splits of `A` stay whole, the tensor work shrinks.
 //!
-//! The coefficients are non-negative and fitted to the four kernels' times on an H100, and
-//! `narrow.fixed` chosen on narrow and short products timed the same way (the data and the
+//! The coefficients are non-negative and fitted to the four kernels' times on an H100,
+//! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
+//! further members fitted to `specialized`'s batches of several members a block (the data and the
 //! fits: `docs/performance-notes.md`, "the tile kernel by predicted time" and "Narrow tiles on
-//! the tensor cores"). On other GPUs the wave and SM counts come from the device and the
+//! the tensor cores", and "Several members per block"). On other GPUs the wave and SM counts come from the device and the
 //! coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
 
-use super::{most_slices, tiles};
+use super::{member_groups, most_slices, tiles};
 
 /// One tile kernel's coefficients (microseconds; `per_partial` and `per_output` per million
 /// elements).
@@ -47,6 +53,8 @@ pub(crate) struct Cost {
     per_sm_depth: f64,
     per_partial: f64,
     per_output: f64,
+    next_member: f64,
+    next_member_depth: f64,
     narrow: Option<Narrow>,
 }
 
@@ -70,6 +78,8 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.685,
             per_partial: 4.602,
             per_output: 0.235,
+            next_member: 1.3,
+            next_member_depth: 1.08,
             narrow: Some(Narrow { width: specialized::multiplied_width, fixed: 0.3 }),
         },
     ),
@@ -83,6 +93,8 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 2.164,
             per_partial: 3.285,
             per_output: 0.844,
+            next_member: 0.0,
+            next_member_depth: 0.0,
             narrow: None,
         },
     ),
@@ -96,6 +108,8 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.553,
             per_partial: 3.16,
             per_output: 0.683,
+            next_member: 0.0,
+            next_member_depth: 0.0,
             narrow: None,
         },
     ),
@@ -109,6 +123,8 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.614,
             per_partial: 3.939,
             per_output: 4.014,
+            next_member: 0.0,
+            next_member_depth: 0.0,
             narrow: None,
         },
     ),
@@ -161,9 +177,17 @@ impl Cost {
         (m, n, k): (usize, usize, usize),
         slices: usize,
     ) -> f64 {
-        let blocks = tiles(spec, m, n).saturating_mul(batch).saturating_mul(slices);
-        let waves = blocks.div_ceil(slots.max(1)) as f64;
+        let tiles = tiles(spec, m, n);
+        let blocks = tiles.saturating_mul(batch).saturating_mul(slices);
         let per_sm = blocks.div_ceil(sm_count.max(1)) as f64;
+        // The blocks launched, and the members each computes (the last ones fewer).
+        let (launched, members) = if slices == 1 {
+            let groups = member_groups(spec, batch, tiles, slots);
+            (tiles.saturating_mul(groups), batch.div_ceil(groups.max(1)))
+        } else {
+            (blocks, 1)
+        };
+        let waves = launched.div_ceil(slots.max(1)) as f64;
         let tile_width = spec.tile.1 as usize;
         let narrowed = match self.narrow {
             Some(Narrow { width, fixed }) if n < tile_width => {
@@ -179,6 +203,7 @@ impl Cost {
             + waves * (self.per_wave + self.per_wave_depth * depth)
             + per_sm * self.per_sm_depth * depth
             + self.per_output * outputs
+            + waves * (members - 1) as f64 * (self.next_member + self.next_member_depth * depth)
     }
 }
 
@@ -224,6 +249,10 @@ mod tests {
             // A C 64 wide, which the tensor-core kernel multiplies 64 wide.
             (32, (512, 64, 512), "specialized"),
             (1024, (512, 64, 512), "specialized"),
+            // Batches whose blocks take several members in turn on the tensor cores.
+            (32, (384, 384, 64), "specialized"),
+            (256, (128, 128, 64), "specialized"),
+            (256, (200, 300, 48), "specialized"),
         ] {
             assert_eq!(pick(batch, shape, &all), expected, "{batch} x {shape:?}");
         }

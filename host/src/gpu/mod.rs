@@ -737,12 +737,17 @@ impl Gpu {
                 a_step: steps[0],
                 b_step: steps[1],
                 c_step: steps[2],
+                members,
             };
+            let tiles = tiles(&kernel.spec, rows as usize, n);
+            // At most `members`, a u32.
+            let groups = member_groups(&kernel.spec, members as usize, tiles, self.slots(kernel)) as u32;
             // SAFETY: for each member from z0 on, from row r0 on, A holds `rows x k` (lda) and
             // C `rows x n` (ldc), B holds `k x n` (ldb) (spans of the whole batch checked with
             // the views, scratch copies sized here); no C overlaps another member's C (checked)
-            // or an A or B (C is borrowed mutably); the kernel's own geometry.
-            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, members), &mut params) }
+            // or an A or B (C is borrowed mutably); the kernel's own geometry, with at most
+            // `members_per_block` members a block.
+            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, groups), &mut params) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The kept copies are released here for the next call, and copies too large to keep
@@ -829,6 +834,8 @@ impl Gpu {
             a_step: depth as u64,
             b_step: (depth * ldb) as u64,
             c_step: (m * n) as u64,
+            // One slice a block: the grid below has a block along z for each.
+            members: slices32,
         };
         // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
@@ -1258,6 +1265,19 @@ fn slice_count(tiles: usize, slots: usize, k: usize, shallowest: usize) -> usize
     best
 }
 
+/// The blocks along `gridDim.z` for `members` members of a batch whose `C` is `tiles` tiles of
+/// `spec`, on a GPU holding `slots` of its blocks at once: one a member, unless the kernel
+/// computes several in turn ([`KernelSpec::members_per_block`]). Then the members a block
+/// takes (up to that limit) are those that need the fewest rounds of tiles on an SM
+/// (`ceil(blocks / slots)` waves of blocks, each as long as its members), and on a tie the most,
+/// since the kernel's pipeline runs on from one member into the next.
+pub(crate) fn member_groups(spec: &KernelSpec, members: usize, tiles: usize, slots: usize) -> usize {
+    let most = (spec.members_per_block as usize).clamp(1, members.max(1));
+    let rounds = |per: usize| (members.div_ceil(per) * tiles).div_ceil(slots.max(1)) * per;
+    let per = (1..=most).rev().min_by_key(|&per| rounds(per)).unwrap_or(1);
+    members.div_ceil(per)
+}
+
 /// `spec`'s launch over an `m x n` C, with `z` blocks per tile along `gridDim.z`.
 fn launch_config(spec: &KernelSpec, m: u32, n: u32, z: u32) -> LaunchConfig {
     let (x, y, _) = spec.grid(m, n);
@@ -1421,6 +1441,7 @@ mod tests {
             a_step: 0,
             b_step: 0,
             c_step: 0,
+            members: 0,
         });
         let scale = pushed(&mut ScaleParams::<()> { m: 0, n: 0, beta: 0.0, c: (), ldc: 0, c_step: 0 });
         let pad = pushed(&mut PadParams {

@@ -27,6 +27,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (TILE, TILE),
     smem_bytes: TILE * SMEM_LD * 4,
     min_blocks_per_sm: 0,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

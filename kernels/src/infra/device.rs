@@ -65,6 +65,13 @@ pub fn block_z() -> u32 {
     unsafe { nvptx::_block_idx_z() as u32 }
 }
 
+/// `gridDim.z`.
+#[inline(always)]
+pub fn grid_z() -> u32 {
+    // SAFETY: as above.
+    unsafe { nvptx::_grid_dim_z() as u32 }
+}
+
 /// `bar.sync 0`: waits for every thread of the block and orders their shared-memory accesses.
 ///
 /// Every thread of the block must reach the same barrier (never call it under a condition
@@ -400,20 +407,41 @@ impl GemmParams<*const f32, *mut f32> {
     /// This block's member of the batch (`blockIdx.z`).
     #[inline(always)]
     pub fn member(self) -> GemmArgs {
-        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step } = self;
+        self.member_at(block_z())
+    }
+
+    /// Member `z` of the batch: each matrix `z` steps after the one its parameter points to.
+    #[inline(always)]
+    pub fn member_at(self, z: u32) -> GemmArgs {
+        let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step, .. } = self;
+        let at = |step: u64| z as usize * step as usize;
         GemmArgs {
             m,
             n,
             k,
             alpha,
-            a: member(a.cast_mut(), a_step).cast_const(),
+            a: a.wrapping_add(at(a_step)),
             lda,
-            b: member(b.cast_mut(), b_step).cast_const(),
+            b: b.wrapping_add(at(b_step)),
             ldb,
             beta,
-            c: member(c, c_step),
+            c: c.wrapping_add(at(c_step)),
             ldc,
         }
+    }
+
+    /// How many members of the batch this block computes, in turn: `blockIdx.z`,
+    /// `blockIdx.z + gridDim.z`, ... below `members` (see [Batches](crate::infra::params#batches)).
+    #[inline(always)]
+    pub fn members_of_block(&self) -> u32 {
+        // (`max`: a divisor the compiler knows is not 0, so no panic path.)
+        self.members.saturating_sub(block_z()).div_ceil(grid_z().max(1))
+    }
+
+    /// The `j`-th member this block computes ([`members_of_block`](Self::members_of_block)).
+    #[inline(always)]
+    pub fn member_of_block(self, j: u32) -> GemmArgs {
+        self.member_at(block_z() + j * grid_z())
     }
 }
 
@@ -432,6 +460,22 @@ macro_rules! gemm_entry {
     };
     (ladder: $($entry:tt)*) => {
         $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] $($entry)*);
+    };
+    // A production kernel that computes several members per block: `$body` takes the
+    // parameters themselves (`GemmParams::member_of_block`).
+    (production members: $(#[$attr:meta])* $name:ident => $body:expr) => {
+        $crate::infra::params::gemm_params_entry! {
+            $(#[$attr])*
+            ///
+            /// # Safety
+            /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
+            /// and leading dimensions in every member of the batch, each `C` apart from every
+            /// other matrix, launched with this module's `SPEC`.
+            #[cfg(not(feature = "ladder"))]
+            $name => (#[inline(always)] |params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
+                $body(params)
+            })
+        }
     };
     (@cfg [$cfg:meta] $(#[$attr:meta])* $name:ident => $body:expr) => {
         $crate::infra::params::gemm_params_entry! {

@@ -36,6 +36,11 @@ pub struct KernelSpec {
     /// writes it into the PTX as `.minnctapersm`, next to `.maxntid` from [`block`](Self::block),
     /// and `ptxas` then caps the registers per thread to make it so (CUDA's `__launch_bounds__`).
     pub min_blocks_per_sm: u32,
+    /// The most members of a batch one block computes in turn (1: one member per block,
+    /// `gridDim.z` = the members). A kernel that takes more carries its pipeline from one
+    /// member's tile to the next, so one member's epilogue overlaps the next one's first
+    /// copies; the host picks the blocks along `z` ([`params`](crate::infra::params#batches)).
+    pub members_per_block: u32,
     /// Whether the host may split `K` across `blockIdx.z` for this kernel when its tiles do not
     /// fill the GPU ([`split_k`](crate::production::split_k)), and if so the shallowest slice it
     /// gives a block. The K slices are launched as a batch (slice depth as `k`), each writing
@@ -131,6 +136,7 @@ impl KernelSpec {
             tile: (8, 32),
             smem_bytes: 0,
             min_blocks_per_sm: 0,
+            members_per_block: 1,
             k_slices: None,
             padding: Padding::Never,
             arch: None,

@@ -17,7 +17,12 @@
 //! launch, one member per `blockIdx.z`, so a single product is the batch of one. Their
 //! parameter lists end with a *step* per matrix (`a_step`, ...): member `z`'s matrix starts
 //! `z * step` elements after the one the matrix parameter points to (a strided batch; a step
-//! of 0 gives every member the same matrix). [`pad`](crate::helpers::pad) also takes a `list`
+//! of 0 gives every member the same matrix). The last parameter, `members`, counts the batch's
+//! members: a kernel whose launch configuration allows a block several members in turn
+//! ([`KernelSpec::members_per_block`](crate::infra::launch::KernelSpec::members_per_block)) is
+//! launched with fewer blocks along `z` than members, and the block at `blockIdx.z = z` computes
+//! members `z`, `z + gridDim.z`, ... below `members`; every other kernel is launched with
+//! `gridDim.z = members`. [`pad`](crate::helpers::pad) also takes a `list`
 //! instead: the device address of a table of member addresses, with which the host gathers a
 //! batch of matrices anywhere in memory into a strided one and scatters results back (the
 //! GEMM kernels themselves take steps only; `docs/performance-notes.md`, Batches, says why).
@@ -118,6 +123,6 @@ kernel_params! { $ gemm_params_entry,
     /// (see [`split_k`](crate::production::split_k)).
     GemmParams<In, Out> {
         m: u32, n: u32, k: u32, alpha: f32, a: In, lda: u32, b: In, ldb: u32, beta: f32, c: Out, ldc: u32,
-        a_step: u64, b_step: u64, c_step: u64,
+        a_step: u64, b_step: u64, c_step: u64, members: u32,
     }
 }

@@ -31,6 +31,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: (BM * BK + BK * BN) * 4,
     min_blocks_per_sm: 0,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

@@ -21,6 +21,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (32, 32),
     smem_bytes: 0,
     min_blocks_per_sm: 0,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

@@ -43,6 +43,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: smem_bytes(2 * STAGE, WARPS_N as usize),
     min_blocks_per_sm: 2,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

@@ -56,6 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 1,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

@@ -27,6 +27,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (32, 32),
     smem_bytes: (32 * TILE_K + TILE_K * 32) * 4,
     min_blocks_per_sm: 0,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

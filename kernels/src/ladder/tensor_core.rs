@@ -71,6 +71,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: STAGES * STAGE,
     min_blocks_per_sm: 2,
+    members_per_block: 1,
     k_slices: Some(BM),
     padding: Padding::Always,
     arch: None,

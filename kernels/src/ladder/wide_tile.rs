@@ -21,6 +21,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (bm(R), BN),
     smem_bytes: smem_bytes(2 * stage(R, WARPS_N as usize), WARPS_N as usize),
     min_blocks_per_sm: 1,
+    members_per_block: 1,
     k_slices: None,
     padding: Padding::Never,
     arch: None,

@@ -41,6 +41,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (bm(R), bn(WN)),
     smem_bytes: smem_bytes(2 * stage(R, WN), WN),
     min_blocks_per_sm: 4,
+    members_per_block: 1,
     k_slices: Some(bm(R)),
     padding: Padding::Never,
     arch: None,

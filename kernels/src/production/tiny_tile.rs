@@ -63,6 +63,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGES * STAGE,
     // At most 128 registers a thread; far fewer are used.
     min_blocks_per_sm: 8,
+    members_per_block: 1,
     // Slices as deep as `small_tile`'s: a 64-deep product is not worth a second launch.
     k_slices: Some(64),
     padding: Padding::Never,

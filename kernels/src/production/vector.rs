@@ -72,6 +72,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     // Two blocks an SM (the launch bound caps the registers at 32): short sums are bound by
     // their latency, which more warps hide.
     min_blocks_per_sm: 2,
+    members_per_block: 1,
     k_slices: Some(SLICE),
     padding: Padding::Never,
     arch: None,
@@ -127,6 +128,7 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
     smem_bytes: 0,
     // Eight blocks an SM, 32 registers: the whole SM's warps, as `SPEC`'s two.
     min_blocks_per_sm: 8,
+    members_per_block: 1,
     // Rows of `C` fill the GPU: never split.
     k_slices: None,
     ..SPEC
@@ -157,6 +159,7 @@ pub const STAGED_SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGED_WARPS * STAGED_WARP_FLOATS * 4,
     // Four blocks an SM fit the shared memory of every supported GPU.
     min_blocks_per_sm: 4,
+    members_per_block: 1,
     // Rows of `C` fill the GPU: never split.
     k_slices: None,
     ..SPEC

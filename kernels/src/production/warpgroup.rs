@@ -94,6 +94,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (BM, BN),
     smem_bytes: SMEM_BYTES,
     min_blocks_per_sm: 1,
+    members_per_block: 1,
     k_slices: Some(BM),
     padding: Padding::Always,
     arch: Some("sm_90a"),
@@ -332,6 +333,16 @@ pub(crate) mod device_code {
             unsafe { cp_async_commit_group() };
             self.a_ptr = a_ptr.wrapping_add(BK as usize);
             self.b_ptr = b_ptr.wrapping_add(BK as usize * ldb as usize);
+        }
+
+        /// Moves the copies to the same tile of another member of the batch, whose `A` and `B`
+        /// start `a_member` and `b_member` elements after this one's, from its first `K` tile,
+        /// after `copied` tiles of this member (the same shapes and leading dimensions).
+        #[inline(always)]
+        pub(crate) fn next_member(&mut self, copied: u32, a_member: usize, b_member: usize) {
+            let back = copied as usize * BK as usize;
+            self.a_ptr = self.a_ptr.wrapping_add(a_member).wrapping_sub(back);
+            self.b_ptr = self.b_ptr.wrapping_add(b_member).wrapping_sub(back * self.ldb as usize);
         }
     }
 
@@ -578,7 +589,7 @@ pub(crate) mod device_code {
             if !multiply::<false, 0, true>(&args, &mut acc, tid) {
                 multiply::<true, 0, true>(&args, &mut acc, tid);
             }
-            store_tile::<BN>(&args, &acc, tid, None);
+            store_tile::<BN, false>(&args, &acc, tid, None);
         }
     }
 
@@ -598,8 +609,13 @@ pub(crate) mod device_code {
     /// calls it; `staging`, when given, is [`STAGED_BYTES`](super::STAGED_BYTES) of shared
     /// memory that no thread but the tile's 256 (each in its own warp's part) touches until the
     /// block's next barrier.
+    ///
+    /// `FINITE`: the caller knows every value of `acc` is finite (its window checks held:
+    /// module [`window`](crate::production::window)), so no output needs the exact
+    /// recomputation, an out-of-line call that the caller's live registers would otherwise have
+    /// to survive (in local memory).
     #[inline(always)]
-    pub(crate) unsafe fn store_tile<const COLS: u32>(
+    pub(crate) unsafe fn store_tile<const COLS: u32, const FINITE: bool>(
         args: &GemmArgs,
         acc: &[f32; 64],
         tid: u32,
@@ -610,7 +626,7 @@ pub(crate) mod device_code {
         let (g, t4) = (lane / 4, lane % 4);
         let first = row0 + 64 * group + 16 * warp;
         let live = &acc[..COLS as usize / 2];
-        let finite = all_finite(live);
+        let finite = FINITE || all_finite(live);
         if let Some(staging) = staging
             && COLS == BN
             && !c_rows_on_sectors(args)
@@ -639,8 +655,14 @@ pub(crate) mod device_code {
             for (i, &x) in live.iter().enumerate() {
                 let (j, e) = (i as u32 / 4, i as u32 % 4);
                 let (row, col) = (top + 8 * (e / 2), left + 8 * j + e % 2);
-                // SAFETY: the GEMM contract.
-                unsafe { store_exact(args, row, col, x) };
+                // SAFETY: the GEMM contract; `update_c` only inside C.
+                unsafe {
+                    if !FINITE {
+                        store_exact(args, row, col, x);
+                    } else if row < args.m && col < args.n {
+                        update_c(args.c.add(offset(row, col, args.ldc)), args.alpha, x, args.beta);
+                    }
+                }
             }
         }
     }
