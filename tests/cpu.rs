@@ -98,12 +98,15 @@ fn packed_kernels_give_the_same_bits_on_any_thread_count() {
     // of rows, so their threads share strips of the columns instead, and (where B streams from
     // L3) pack blocks of whole rows of B, 256 deep: two sums and four. The first and third are
     // narrower than a block of B, so their threads pack blocks of several sums each (the third's
-    // last block is shallower), where one thread packs one sum per block.
+    // last block is shallower), where one thread packs one sum per block. The last two are
+    // computed unpacked on one thread (one sum, `B` within L2) and packed on more.
     let products = [
         Product::new(1000, 257, 700),
         Product::new(20, 1500, 300),
         Product::new(100, 64, 1500),
         Product::new(8, 700, 1000),
+        Product::new(250, 300, 120),
+        Product::new(301, 203, 200),
     ];
     for product in products {
         for kernel in CPU_KERNELS.iter().filter(|k| k.threaded && (k.detected)()) {

@@ -58,7 +58,7 @@ pub struct CpuKernel {
 
 /// The packed kernel with microkernel `uk`, as a registry row: products that
 /// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
-/// calling thread; matrix-vector products and products of a few rows ([`vector::applies`]) to
+/// calling thread, and so do larger ones on one thread that [`unpacked::fits_one_thread`]; matrix-vector products and products of a few rows ([`vector::applies`]) to
 /// `vector`, the same instruction set's matrix-vector kernels; narrow ones
 /// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads.
 macro_rules! packed_kernel {
@@ -71,7 +71,9 @@ macro_rules! packed_kernel {
             any_layout: true,
             run: |alpha, a, b, beta, c, threads| {
                 let (m, n, k) = (c.rows, c.cols, a.cols);
-                if unpacked::fits(m, n, k, b.layout) {
+                if unpacked::fits(m, n, k, b.layout)
+                    || (threads == 1 && unpacked::fits_one_thread(&$uk, m, n, k, b))
+                {
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c) };

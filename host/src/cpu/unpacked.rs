@@ -25,7 +25,9 @@
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
 //! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products run on the
 //! calling thread ([`fits`] keeps them under the work that pays for a second one), so the
-//! result does not depend on the thread count.
+//! result does not depend on the thread count. Larger ones are computed here only when they run
+//! on one thread anyway and their sum is the packed path's ([`fits_one_thread`]): the same bits
+//! either way.
 //!
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
 //! tall, over a `B` whose rows for one packed sum stay in L2. Packing there costs what
@@ -72,6 +74,31 @@ fn max_b_copy() -> usize {
 pub fn fits(m: usize, n: usize, k: usize, b: Layout) -> bool {
     let small = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k) <= MAX_FLOPS;
     small && (b == Layout::RowMajor || k.saturating_mul(n) <= max_b_copy())
+}
+
+/// The distance in bytes at which addresses fall in the same set of an x86 core's L1 data
+/// cache: it is indexed within a 4 KB page (32 KB of 8 ways, 48 KB of 12).
+const L1_SET_STRIDE: usize = 4096;
+
+/// Whether an `m x n x k` product (`b`: its `B`) that runs on one thread anyway (a member of a
+/// batch beside the others, or a call on one thread) is computed unpacked past [`MAX_FLOPS`]:
+/// - its sum over `k` is one of the packed path's (`uk`'s depth for the shape), so each element
+///   is the packed path's computation, bit for bit;
+/// - `B` (or the row-major copy of a column-major one), which every row of tiles reads, and `A`,
+///   whose rows each row of tiles reads across all of `C`, stay within this core's share of L2;
+/// - the rows of `B` the tile reads are not a multiple of [`L1_SET_STRIDE`] apart: the `k`
+///   steps of a tile would then all load lines of one L1 set, which holds only a few.
+///
+/// Packing then buys no reuse that the unpacked tile does not get from the caches.
+pub fn fits_one_thread(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
+    let b_rows_apart = match b.layout {
+        Layout::RowMajor => b.ld,
+        Layout::ColMajor => b.cols,
+    } * size_of::<f32>();
+    packed::sum_depth(uk, m, k) >= k
+        && k.saturating_mul(n) <= max_b_copy()
+        && m.saturating_mul(k) <= max_b_copy()
+        && !b_rows_apart.is_multiple_of(L1_SET_STRIDE)
 }
 
 /// The widest `C`, in register tiles, that [`fits_narrow`] takes: each packed panel of `A`
@@ -409,6 +436,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn products_on_one_thread_are_unpacked_within_one_sum_and_the_l2_off_the_set_stride() {
+        let uk = &microkernel::PORTABLE;
+        let data = vec![0.0f32; 1 << 20];
+        let b = |layout, rows, cols, ld| match layout {
+            Layout::RowMajor => MatRef::new(&data, rows, cols, ld),
+            Layout::ColMajor => MatRef::col_major(&data, rows, cols, ld),
+        };
+        let (rows_fit, k) = (max_b_copy() / 256, packed::sum_depth(uk, 256, 256).min(256));
+        // Within one sum, both operands within the L2 share, rows of B 300 floats apart.
+        assert!(fits_one_thread(uk, 256, 300, k, &b(Layout::RowMajor, k, 300, 300)));
+        assert!(fits_one_thread(uk, 256, 300, k, &b(Layout::ColMajor, k, 300, k)));
+        // Rows of B a multiple of 4 KB apart: as the view lies, or as the copy lays them.
+        assert!(!fits_one_thread(uk, 256, 300, k, &b(Layout::RowMajor, k, 300, 1024)));
+        assert!(!fits_one_thread(uk, 256, 1024, k, &b(Layout::ColMajor, k, 1024, k)));
+        // A or B past the share.
+        assert!(!fits_one_thread(uk, 256, rows_fit * 2, 256, &b(Layout::RowMajor, 256, 2, 2)));
+        assert!(!fits_one_thread(uk, rows_fit * 2, 300, 256, &b(Layout::RowMajor, 256, 300, 300)));
+        // More than one sum.
+        let deep = packed::sum_depth(uk, 256, 1 << 20) + 1;
+        assert!(!fits_one_thread(uk, 8, 8, deep, &b(Layout::RowMajor, deep, 8, 9)));
     }
 
     #[test]
