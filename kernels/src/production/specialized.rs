@@ -550,12 +550,11 @@ mod device_code {
     }
 
     /// The consumers' part of [`gemm`] for a block of several members, on a tile `COLS` wide
-    /// ([`tile_width`]): [`consume`] for
-    /// each member, and its epilogue, unless a value was outside the window. Such members are
-    /// multiplied again at the end with the scaled loop, which needs all of shared memory, once
-    /// the producers have left. Every epilogue but the last one's writes `C` from registers,
-    /// since the producers are filling shared memory with the next member's tiles meanwhile;
-    /// the last may stage `C` there.
+    /// ([`tile_width`]): [`consume`] for each member, and its epilogue, unless a value was
+    /// outside the window. Such members are multiplied again at the end with the scaled loop,
+    /// which needs all of shared memory, once the producers have left. Every epilogue but the
+    /// last one's writes `C` from registers, since the producers are filling shared memory with
+    /// the next member's tiles meanwhile; the last may stage `C` there.
     ///
     /// # Safety
     /// As [`gemm`], after the consumers' `setmaxnreg`, with the producers running [`produce`].
