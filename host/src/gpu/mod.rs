@@ -1334,6 +1334,32 @@ mod tests {
     }
 
     #[test]
+    fn blocks_take_several_members_where_that_needs_fewer_rounds_of_tiles() {
+        let (one, several) = (&small_tile::SPEC, &specialized::SPEC);
+        let most = several.members_per_block as usize;
+        // (members, tiles a member, blocks at once) -> blocks along z.
+        for (members, tiles, slots, groups) in [
+            // One wave of blocks already: one member each.
+            (32, 1, 132, 32),
+            (132, 1, 132, 132),
+            // 1024 one-tile members on 132 SMs: 8 each in 128 blocks (7.76 would be ideal).
+            (1024, 1, 132, 128),
+            // 256 members of 16 tiles: 32 each, 8 blocks per tile, 128 blocks in one wave.
+            (256, 16, 132, 8),
+            // 301 members of 2 tiles: 5 each, in one wave of 122 blocks.
+            (301, 2, 132, 61),
+        ] {
+            assert_eq!(member_groups(several, members, tiles, slots), groups, "{members} x {tiles}");
+            assert_eq!(member_groups(one, members, tiles, slots), members);
+        }
+        // However large the batch, no block gets more than the kernel takes.
+        for members in [65_535, 4097, 65] {
+            let groups = member_groups(several, members, 1, 132);
+            assert!(members.div_ceil(groups) <= most, "{members}: {groups}");
+        }
+    }
+
+    #[test]
     fn operands_are_padded_where_the_copies_cost_less_than_the_4_byte_loop() {
         let above = specialized::SPEC.padding;
         let both = |(m, n, k): (usize, usize, usize)| m * k + k * n;
