@@ -91,10 +91,7 @@ const L1_SET_STRIDE: usize = 4096;
 ///
 /// Packing then buys no reuse that the unpacked tile does not get from the caches.
 pub fn fits_one_thread(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
-    let b_rows_apart = match b.layout {
-        Layout::RowMajor => b.ld,
-        Layout::ColMajor => b.cols,
-    } * size_of::<f32>();
+    let b_rows_apart = rows_of_b_apart(b) * size_of::<f32>();
     packed::sum_depth(uk, m, k) >= k
         && k.saturating_mul(n) <= max_b_copy()
         && m.saturating_mul(k) <= max_b_copy()
@@ -315,11 +312,20 @@ thread_local! {
 /// itself when it is row-major, else a row-major copy in this thread's scratch.
 fn with_rows_of_b<R>(b: &MatRef, f: impl FnOnce(*const f32, usize) -> R) -> R {
     match b.layout {
-        Layout::RowMajor => f(b.data.as_ptr(), b.ld),
+        Layout::RowMajor => f(b.data.as_ptr(), rows_of_b_apart(b)),
         Layout::ColMajor => with_scratch(&B_ROWS, b.rows * b.cols, |rows| {
             b.copy_row_major(rows);
-            f(rows.as_ptr(), b.cols)
+            f(rows.as_ptr(), rows_of_b_apart(b))
         }),
+    }
+}
+
+/// The distance, in values, between the rows of `B` that [`with_rows_of_b`] gives: `ldb`, or
+/// `n` for the row-major copy of a column-major `B`.
+fn rows_of_b_apart(b: &MatRef) -> usize {
+    match b.layout {
+        Layout::RowMajor => b.ld,
+        Layout::ColMajor => b.cols,
     }
 }
 

@@ -10,7 +10,7 @@
 //!   + waves x (per_wave + per_wave_depth x d / 32)        one block after another
 //!   + ceil(blocks / SMs) x per_sm_depth x d / 32           the SM's throughput, shared
 //!   + per_partial x slices m n [slices > 1] + per_output x m n
-//!   + waves x (members - 1) x (next_member + next_member_depth x d / 32)
+//!   + waves x (members - 1) x (next_member.fixed + next_member.depth x d / 32)
 //! ```
 //!
 //! - `waves = ceil(blocks / slots)` rounds of resident blocks (`slots`: `SMs x blocks per SM`).
@@ -53,9 +53,16 @@ pub(crate) struct Cost {
     per_sm_depth: f64,
     per_partial: f64,
     per_output: f64,
-    next_member: f64,
-    next_member_depth: f64,
+    next_member: Option<NextMember>,
     narrow: Option<Narrow>,
+}
+
+/// What each further member of a block costs a kernel that computes several in turn, per wave:
+/// `fixed + depth x d / 32` microseconds.
+#[derive(Clone, Copy, Debug)]
+struct NextMember {
+    fixed: f64,
+    depth: f64,
 }
 
 /// How a kernel multiplies a `C` narrower than its tile: the columns it multiplies for a given
@@ -78,8 +85,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.685,
             per_partial: 4.602,
             per_output: 0.235,
-            next_member: 1.3,
-            next_member_depth: 1.08,
+            next_member: Some(NextMember { fixed: 1.3, depth: 1.08 }),
             narrow: Some(Narrow { width: specialized::multiplied_width, fixed: 0.3 }),
         },
     ),
@@ -93,8 +99,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 2.164,
             per_partial: 3.285,
             per_output: 0.844,
-            next_member: 0.0,
-            next_member_depth: 0.0,
+            next_member: None,
             narrow: None,
         },
     ),
@@ -108,8 +113,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.553,
             per_partial: 3.16,
             per_output: 0.683,
-            next_member: 0.0,
-            next_member_depth: 0.0,
+            next_member: None,
             narrow: None,
         },
     ),
@@ -123,8 +127,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.614,
             per_partial: 3.939,
             per_output: 4.014,
-            next_member: 0.0,
-            next_member_depth: 0.0,
+            next_member: None,
             narrow: None,
         },
     ),
@@ -203,7 +206,9 @@ impl Cost {
             + waves * (self.per_wave + self.per_wave_depth * depth)
             + per_sm * self.per_sm_depth * depth
             + self.per_output * outputs
-            + waves * (members - 1) as f64 * (self.next_member + self.next_member_depth * depth)
+            + self
+                .next_member
+                .map_or(0.0, |next| waves * (members - 1) as f64 * (next.fixed + next.depth * depth))
     }
 }
 

@@ -331,7 +331,13 @@ pub unsafe fn store_exact(args: &GemmArgs, row: u32, col: u32, x: f32) {
 /// of [`params`](crate::infra::params#batches): `step` elements per member after `base`.
 #[inline(always)]
 pub fn member<T>(base: *mut T, step: u64) -> *mut T {
-    base.wrapping_add(block_z() as usize * step as usize)
+    member_z(base, step, block_z())
+}
+
+/// Where member `z` of a matrix starts: `z * step` elements after `base`.
+#[inline(always)]
+pub fn member_z<T>(base: *mut T, step: u64, z: u32) -> *mut T {
+    base.wrapping_add(z as usize * step as usize)
 }
 
 /// `row * ld + col` in 64 bits: matrices of more than 2^32 elements index correctly.
@@ -414,18 +420,17 @@ impl GemmParams<*const f32, *mut f32> {
     #[inline(always)]
     pub fn member_at(self, z: u32) -> GemmArgs {
         let Self { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a_step, b_step, c_step, .. } = self;
-        let at = |step: u64| z as usize * step as usize;
         GemmArgs {
             m,
             n,
             k,
             alpha,
-            a: a.wrapping_add(at(a_step)),
+            a: member_z(a.cast_mut(), a_step, z).cast_const(),
             lda,
-            b: b.wrapping_add(at(b_step)),
+            b: member_z(b.cast_mut(), b_step, z).cast_const(),
             ldb,
             beta,
-            c: c.wrapping_add(at(c_step)),
+            c: member_z(c, c_step, z),
             ldc,
         }
     }
@@ -446,38 +451,28 @@ impl GemmParams<*const f32, *mut f32> {
 }
 
 /// Declares a PTX entry point with the GEMM parameter list ([`GemmParams`]) that calls
-/// `$body(GemmArgs)` with the block's batch member.
+/// `$body(GemmArgs)` with the block's batch member, or, in the `production members:` form,
+/// `$body(GemmParams)` for a body that takes several members per block.
 ///
-/// The entry's safety contract is its body's, for every member of the batch (`gridDim.z`
-/// of them): valid row-major `A` (`m x k`, `lda >= k`), `B` (`k x n`, `ldb >= n`) and `C`
+/// The entry's safety contract is its body's, for every member of the batch (`members` of
+/// them): valid row-major `A` (`m x k`, `lda >= k`), `B` (`k x n`, `ldb >= n`) and `C`
 /// (`m x n`, `ldc >= n`) in device memory, no `C` overlapping another member's `C` or any
 /// `A` or `B`, launched with the kernel's `SPEC` (block, grid, dynamic shared memory).
 macro_rules! gemm_entry {
     // The group decides which PTX module holds the entry (`KernelSpec::module`): the production
     // module is built without the crate feature `ladder`, the ladder's with it.
     (production: $($entry:tt)*) => {
-        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] $($entry)*);
+        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] [.member()] $($entry)*);
     };
     (ladder: $($entry:tt)*) => {
-        $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] $($entry)*);
+        $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] [.member()] $($entry)*);
     };
     // A production kernel that computes several members per block: `$body` takes the
     // parameters themselves (`GemmParams::member_of_block`).
-    (production members: $(#[$attr:meta])* $name:ident => $body:expr) => {
-        $crate::infra::params::gemm_params_entry! {
-            $(#[$attr])*
-            ///
-            /// # Safety
-            /// See [`gemm_entry!`](crate::infra::device): valid `A`, `B`, `C` for the given shapes
-            /// and leading dimensions in every member of the batch, each `C` apart from every
-            /// other matrix, launched with this module's `SPEC`.
-            #[cfg(not(feature = "ladder"))]
-            $name => (#[inline(always)] |params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
-                $body(params)
-            })
-        }
+    (production members: $($entry:tt)*) => {
+        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] [] $($entry)*);
     };
-    (@cfg [$cfg:meta] $(#[$attr:meta])* $name:ident => $body:expr) => {
+    (@cfg [$cfg:meta] [$($member:tt)*] $(#[$attr:meta])* $name:ident => $body:expr) => {
         $crate::infra::params::gemm_params_entry! {
             $(#[$attr])*
             ///
@@ -487,7 +482,7 @@ macro_rules! gemm_entry {
             /// other matrix, launched with this module's `SPEC`.
             #[cfg($cfg)]
             $name => (#[inline(always)] |params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
-                $body(params.member())
+                $body(params $($member)*)
             })
         }
     };

@@ -63,7 +63,6 @@ pub const SPEC: KernelSpec = KernelSpec {
     tile: (FEW as u32, LANES),
     smem_bytes: FEW as u32 * WARPS * (LANES + 1) * 4,
     min_blocks_per_sm: 2,
-    members_per_block: 1,
     k_slices: Some(SLICE),
     shapes: Shapes::FewRows(FEW),
     // Every architecture: as the vector kernel.

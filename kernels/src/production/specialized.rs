@@ -199,6 +199,12 @@ mod device_code {
         fn empty(self, s: u32) -> SharedAddr {
             self.base.offset_bytes(16 + 8 * s)
         }
+        /// The start of shared memory, for an epilogue that stages `C` there once the loop no
+        /// longer needs it. Derived from the barriers' address (live through the loop anyway)
+        /// so that the base is not held across the loop, where the consumers' registers peak.
+        fn staging(self) -> SharedAddr {
+            SharedAddr(self.base.opaque().0 - BARRIERS)
+        }
         /// The word where the producers report member `j` of the block (counting from 0): it
         /// holds `j + 1` when they saw a `B` value of it outside the window. Two words, used by
         /// members in turn, so a report never needs clearing.
@@ -541,11 +547,8 @@ mod device_code {
                 bar_sync_named::<SCALED_BAR, CONSUMERS>();
             }
             // Shared memory is free (the producers left after their copies landed, every
-            // consumer's products completed), so the epilogue may stage C there. Its address is
-            // derived from the barriers' (live through the loop anyway) so that `base` is not
-            // held across the loop, where the consumers' registers peak.
-            let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
-            store_tile::<COLS, false>(&args, &acc, ctid, Some(staging));
+            // consumer's products completed), so the epilogue may stage C there.
+            store_tile::<COLS, false>(&args, &acc, ctid, Some(handoff.staging()));
         }
     }
 
@@ -584,9 +587,7 @@ mod device_code {
             bar_sync_named::<DONE_BAR, { PRODUCERS + CONSUMERS }>();
             // Shared memory is free (the producers left after their copies landed, every
             // consumer's products completed), so the epilogues from here on may stage C there.
-            // Its address is derived from the barriers' (live through the loop anyway) so that
-            // `base` is not held across the loop, where the consumers' registers peak.
-            let staging = SharedAddr(handoff.base.opaque().0 - BARRIERS);
+            let staging = handoff.staging();
             let last = members - 1;
             if scaled & (1 << last) == 0 {
                 store_tile::<COLS, false>(&params.member_of_block(last), &acc, ctid, Some(staging));

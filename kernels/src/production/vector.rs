@@ -128,7 +128,6 @@ pub const NARROW_SPEC: KernelSpec = KernelSpec {
     smem_bytes: 0,
     // Eight blocks an SM, 32 registers: the whole SM's warps, as `SPEC`'s two.
     min_blocks_per_sm: 8,
-    members_per_block: 1,
     // Rows of `C` fill the GPU: never split.
     k_slices: None,
     ..SPEC
@@ -159,7 +158,6 @@ pub const STAGED_SPEC: KernelSpec = KernelSpec {
     smem_bytes: STAGED_WARPS * STAGED_WARP_FLOATS * 4,
     // Four blocks an SM fit the shared memory of every supported GPU.
     min_blocks_per_sm: 4,
-    members_per_block: 1,
     // Rows of `C` fill the GPU: never split.
     k_slices: None,
     ..SPEC
