@@ -120,12 +120,6 @@ impl Router {
 
     /// `C = alpha * op(A) * op(B) + beta * C` on the engine the shape calls for; with
     /// `SGEMM_VERBOSE` the call is reported as `routine`.
-    pub fn gemm(&self, routine: &str, alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
-        let (a, b) = (Strided::new(*a, 0), Strided::new(*b, 0));
-        let mut c = Strided::new(c.rb_mut(), 0);
-        // A single product has no batch to be wrong about: this cannot fail.
-        let _ = self.gemm_strided(routine, 1, alpha, &a, &b, beta, &mut c);
-    }
 
     /// [`gemm`](Self::gemm) for a strided batch of `batch` products. Fails only on a batch
     /// whose members of `C` overlap ([`sgemm::Error::OverlappingOutputs`]), with `C` untouched:
@@ -142,17 +136,23 @@ impl Router {
         c: &mut Strided<MatMut>,
     ) -> Result<(), sgemm::Error> {
         let (m, n, k) = (c.matrix.rows, c.matrix.cols, a.matrix.cols);
-        let shape = if batch == 1 { format!("{m}x{n}x{k}") } else { format!("{batch}*{m}x{n}x{k}") };
+        // Formatted only when said: a small product takes less time than the formatting.
+        let shape = || if batch == 1 { format!("{m}x{n}x{k}") } else { format!("{batch}*{m}x{n}x{k}") };
         let engine = self.engine(batch, m, n, k);
-        let started = Instant::now();
-        let outcome = engine.gemm_strided(batch, alpha, a, b, beta, c);
-        if self.config.verbose {
+        let started = self.config.verbose.then(Instant::now);
+        // A single product through the single-product call, which skips the batch's checks.
+        let outcome = if batch == 1 {
+            engine.gemm(alpha, &a.matrix, &b.matrix, beta, &mut c.matrix)
+        } else {
+            engine.gemm_strided(batch, alpha, a, b, beta, c)
+        };
+        if let Some(started) = started {
             let kernel = match engine.gpu() {
                 Some(gpu) => gpu.chosen_for(c.matrix.layout, batch, m, n, k).spec.name,
                 None => sgemm::cpu::kernel(None).map_or("cpu", |k| k.name),
             };
             let ms = started.elapsed().as_secs_f64() * 1e3;
-            eprintln!("sgemm: {routine} {shape} on {} ({kernel}), {ms:.3} ms", engine.backend_name());
+            eprintln!("sgemm: {routine} {} on {} ({kernel}), {ms:.3} ms", shape(), engine.backend_name());
         }
         match outcome {
             Ok(()) => Ok(()),
@@ -161,11 +161,11 @@ impl Router {
                 // The arguments were checked as BLAS checks them, so what is left is a device
                 // failure (out of memory, say), which happens before C is copied back: the CPU
                 // computes the call instead.
-                eprintln!("sgemm: {routine} {shape} failed on the {}: {e}", engine.backend_name());
+                eprintln!("sgemm: {routine} {} failed on the {}: {e}", shape(), engine.backend_name());
                 if engine.gpu().is_some()
                     && let Err(e) = self.cpu.gemm_strided(batch, alpha, a, b, beta, c)
                 {
-                    eprintln!("sgemm: {routine} {shape} failed on the cpu: {e}");
+                    eprintln!("sgemm: {routine} {} failed on the cpu: {e}", shape());
                 }
                 Ok(())
             }
