@@ -118,12 +118,11 @@ impl Router {
         if on_gpu { self.gpu().unwrap_or(&self.cpu) } else { &self.cpu }
     }
 
-    /// `C = alpha * op(A) * op(B) + beta * C` on the engine the shape calls for; with
-    /// `SGEMM_VERBOSE` the call is reported as `routine`.
-
-    /// [`gemm`](Self::gemm) for a strided batch of `batch` products. Fails only on a batch
-    /// whose members of `C` overlap ([`sgemm::Error::OverlappingOutputs`]), with `C` untouched:
-    /// a device failure is reported and the CPU computes the call instead.
+    /// `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for a strided batch of `batch` products
+    /// (a single product when `batch == 1`) on the engine the shape calls for; with
+    /// `SGEMM_VERBOSE` the call is reported as `routine`. Fails only on a batch whose members
+    /// of `C` overlap ([`sgemm::Error::OverlappingOutputs`]), with `C` untouched: a device
+    /// failure is reported and the CPU computes the call instead.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_strided(
         &self,
