@@ -166,20 +166,21 @@ impl<'a> MatRef<'a> {
     /// A row-major copy (contiguous) of this matrix.
     pub fn to_row_major(&self) -> Vec<f32> {
         let mut out = vec![0.0; self.rows * self.cols];
-        self.copy_row_major(&mut out);
+        self.copy_row_major(&mut out, self.cols);
         out
     }
 
-    /// Writes this matrix row-major and contiguous into the first `rows * cols` values of `out`,
-    /// reading the source in its own order (a column-major one column by column).
-    pub(crate) fn copy_row_major(&self, out: &mut [f32]) {
+    /// Writes this matrix row-major into `out`, its rows `ld` apart (`ld >= cols`; the values
+    /// between one row's end and the next row's start are left as they were), reading the
+    /// source in its own order (a column-major one column by column).
+    pub(crate) fn copy_row_major(&self, out: &mut [f32], ld: usize) {
         let (rows, cols) = (self.rows, self.cols);
         match self.layout {
-            Layout::RowMajor => (0..rows).for_each(|i| out[i * cols..][..cols].copy_from_slice(self.row(i))),
+            Layout::RowMajor => (0..rows).for_each(|i| out[i * ld..][..cols].copy_from_slice(self.row(i))),
             Layout::ColMajor => {
                 for j in 0..cols {
                     for (i, &x) in self.col(j).iter().enumerate() {
-                        out[i * cols + j] = x;
+                        out[i * ld + j] = x;
                     }
                 }
             }

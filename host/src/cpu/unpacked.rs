@@ -10,7 +10,9 @@
 //! - each step broadcasts `MR` values of a column of `A` from wherever the view keeps them (any
 //!   layout and leading dimension: two strides), and loads `NV` vectors of a row of `B`, which
 //!   must therefore be contiguous along its rows. A column-major `B` is first copied row-major
-//!   into a scratch buffer of this thread (`k x n` values, at most half the L2: [`fits`]).
+//!   into a scratch buffer of this thread (`k x n` values, at most half the L2: [`fits`]), its
+//!   rows starting on cache lines; so is a row-major `B` whose rows do not, on CPUs where the
+//!   loads that straddle two lines cost more than the copy ([`b_copy_ld`]).
 //! - a tile cut by the right edge of `C` loads only the columns of `B` that exist and stores
 //!   only the columns of `C` that exist, under a mask ([`Simd::load_masked`]); a tile cut by
 //!   the bottom edge is the same tile with fewer rows (one instance per height), so nothing
@@ -91,7 +93,7 @@ const L1_SET_STRIDE: usize = 4096;
 ///
 /// Packing then buys no reuse that the unpacked tile does not get from the caches.
 pub fn fits_one_thread(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
-    let b_rows_apart = rows_of_b_apart(b) * size_of::<f32>();
+    let b_rows_apart = rows_of_b_apart(b, m) * size_of::<f32>();
     packed::sum_depth(uk, m, k) >= k
         && k.saturating_mul(n) <= max_b_copy()
         && m.saturating_mul(k) <= max_b_copy()
@@ -304,29 +306,51 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(
 }
 
 thread_local! {
-    /// A column-major `B`, copied row-major.
+    /// `B` copied row-major, its rows on cache lines.
     static B_ROWS: Scratch = const { RefCell::new(Vec::new()) };
 }
 
+/// The rows of the row-major copy of `B` that the unpacked kernels read for a product with `m`
+/// rows of `C`, `Some(ld)` (their distance in values: the rows start on cache lines), or
+/// `None` when they read `B` where it lies. A column-major `B` is always copied. A row-major one
+/// whose rows do not all start on cache lines is copied where this CPU's vector loads that
+/// straddle two lines cost more than the copy ([`cache::realign_b_rows`]: from that many rows
+/// of `C`, each row of tiles reading all of `B`), when the copy fits [`max_b_copy`].
+fn b_copy_ld(b: &MatRef, m: usize) -> Option<usize> {
+    b_copy_ld_from(b, m, cache::realign_b_rows())
+}
+
+/// [`b_copy_ld`] on a CPU that realigns `B` from `realign` rows of `C` (`None`: never).
+fn b_copy_ld_from(b: &MatRef, m: usize, realign: Option<usize>) -> Option<usize> {
+    let copied = match b.layout {
+        Layout::ColMajor => true,
+        Layout::RowMajor => {
+            let on_lines = (b.data.as_ptr() as usize).is_multiple_of(LINE_FLOATS * size_of::<f32>())
+                && b.ld.is_multiple_of(LINE_FLOATS);
+            !on_lines
+                && realign.is_some_and(|rows| m >= rows)
+                && b.rows.saturating_mul(b.cols) <= max_b_copy()
+        }
+    };
+    copied.then(|| b.cols.next_multiple_of(LINE_FLOATS))
+}
+
 /// Runs `f` on `B` as `(first value, distance between rows)`, its rows contiguous: the view
-/// itself when it is row-major, else a row-major copy in this thread's scratch.
-fn with_rows_of_b<R>(b: &MatRef, f: impl FnOnce(*const f32, usize) -> R) -> R {
-    match b.layout {
-        Layout::RowMajor => f(b.data.as_ptr(), rows_of_b_apart(b)),
-        Layout::ColMajor => with_scratch(&B_ROWS, b.rows * b.cols, |rows| {
-            b.copy_row_major(rows);
-            f(rows.as_ptr(), rows_of_b_apart(b))
+/// itself, or its row-major copy in this thread's scratch ([`b_copy_ld`]; `m`: the rows of `C`).
+fn with_rows_of_b<R>(b: &MatRef, m: usize, f: impl FnOnce(*const f32, usize) -> R) -> R {
+    match b_copy_ld(b, m) {
+        None => f(b.data.as_ptr(), b.ld),
+        Some(ld) => with_scratch(&B_ROWS, b.rows * ld, |rows| {
+            b.copy_row_major(rows, ld);
+            f(rows.as_ptr(), ld)
         }),
     }
 }
 
-/// The distance, in values, between the rows of `B` that [`with_rows_of_b`] gives: `ldb`, or
-/// `n` for the row-major copy of a column-major `B`.
-fn rows_of_b_apart(b: &MatRef) -> usize {
-    match b.layout {
-        Layout::RowMajor => b.ld,
-        Layout::ColMajor => b.cols,
-    }
+/// The distance, in values, between the rows of `B` that [`with_rows_of_b`] gives for `m` rows
+/// of `C`.
+fn rows_of_b_apart(b: &MatRef, m: usize) -> usize {
+    b_copy_ld(b, m).unwrap_or(b.ld)
 }
 
 /// Defines `$name`, an [`UnpackedFn`]: tiles of `$mr` rows (and of each height below, for the
@@ -341,7 +365,7 @@ macro_rules! unpacked {
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
             let warm = warms_next_rows($mr, a_col, k);
-            with_rows_of_b(b, |b, ldb| {
+            with_rows_of_b(b, m, |b, ldb| {
                 for i in (0..m).step_by($mr) {
                     let next_a = (warm && i + $mr < m).then(|| a_data.wrapping_add((i + $mr) * a_row));
                     let o = Operands {
@@ -465,6 +489,35 @@ mod tests {
         // More than one sum.
         let deep = packed::sum_depth(uk, 256, 1 << 20) + 1;
         assert!(!fits_one_thread(uk, 8, 8, deep, &b(Layout::RowMajor, deep, 8, 9)));
+    }
+
+    #[test]
+    fn b_is_copied_onto_cache_lines_where_its_rows_are_off_them_and_the_cpu_pays_for_that() {
+        let values: Vec<f32> = (0..40 * 64).map(|x| x as f32).collect();
+        let offset = values.as_ptr().align_offset(LINE_FLOATS * size_of::<f32>());
+        let on_lines = MatRef::new(&values[offset..], 20, 40, 48);
+        let off_lines = MatRef::new(&values[offset + 1..], 20, 40, 48);
+        let odd_ld = MatRef::new(&values[offset..], 20, 40, 41);
+        let realign = Some(128);
+        assert_eq!(b_copy_ld_from(&on_lines, 128, realign), None);
+        assert_eq!(b_copy_ld_from(&off_lines, 128, realign), Some(48));
+        assert_eq!(b_copy_ld_from(&odd_ld, 128, realign), Some(48));
+        // Too few rows of C to repay the copy, or a CPU whose split loads cost less than it.
+        assert_eq!(b_copy_ld_from(&off_lines, 127, realign), None);
+        assert_eq!(b_copy_ld_from(&off_lines, 1000, None), None);
+        // A column-major B is copied on any CPU, its rows on lines too.
+        assert_eq!(b_copy_ld_from(&odd_ld.t(), 1, None), Some(32));
+
+        // The copy holds B's values at the rows it says, whatever the source's layout.
+        for b in [off_lines, odd_ld, odd_ld.t()] {
+            let ld = b.cols.next_multiple_of(LINE_FLOATS);
+            let mut copy = vec![f32::NAN; b.rows * ld];
+            b.copy_row_major(&mut copy, ld);
+            let expected = b.to_row_major();
+            for i in 0..b.rows {
+                assert_eq!(copy[i * ld..][..b.cols], expected[i * b.cols..][..b.cols]);
+            }
+        }
     }
 
     #[test]

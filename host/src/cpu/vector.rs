@@ -199,7 +199,7 @@ fn with_contiguous<R>(
         return f(view.data.as_ptr());
     }
     with_scratch(scratch, view.rows * view.cols, |copy| {
-        view.copy_row_major(copy);
+        view.copy_row_major(copy, view.cols);
         f(copy.as_ptr())
     })
 }
