@@ -11,6 +11,11 @@ pause (--settle): OpenBLAS's workers spin for about 70 ms after a call and OpenM
 for up to 200 ms, and whoever ran next would be timed against them. scripts/on-device.sh's
 `cpu` step runs it at each thread count.
 
+A single product is also timed through the peers' own `cblas_sgemm` called by ctypes, as ours
+is (`openblas-c`: numpy's bundled OpenBLAS; `mkl-c`: PyTorch's MKL, where its library exports
+the symbol): on small shapes the Python entries' costs differ by microseconds, a large share of
+the call.
+
 With --batch N each call is N products of the shape, members back to back: numpy's matmul of
 stacked arrays (one BLAS call a member), PyTorch's `bmm`, and the drop-in's
 `cblas_sgemm_batch_strided`.
@@ -52,6 +57,31 @@ def load_ours(path, threads):
     return single, batched
 
 
+def load_peer_cblas():
+    """The `cblas_sgemm` of the peers' own libraries, to be called through ctypes as ours is, so
+    that on small shapes every contender so called pays the same call cost (numpy's and
+    PyTorch's Python entries cost differently): numpy's bundled OpenBLAS (`openblas-c`, its
+    64-bit-integer `scipy_cblas_sgemm64_`) and PyTorch's MKL (`mkl-c`) where its library exports
+    `cblas_sgemm`. Each as `(name, function, integer type)`."""
+    found = []
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for name in sorted(os.listdir(libs)) if os.path.isdir(libs) else []:
+        if name.startswith("libscipy_openblas64_"):
+            lib = ctypes.CDLL(os.path.join(libs, name))
+            found.append(("openblas-c", getattr(lib, "scipy_cblas_sgemm64_"), ctypes.c_int64))
+    if torch is not None:
+        path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+        try:
+            found.append(("mkl-c", getattr(ctypes.CDLL(path), "cblas_sgemm"), ctypes.c_int))
+        except (OSError, AttributeError):
+            pass
+    for _, f, i in found:
+        ptr, s = ctypes.POINTER(ctypes.c_float), ctypes.c_float
+        f.restype = None
+        f.argtypes = [i, i, i, i, i, i, s, ptr, i, ptr, i, s, ptr, i]
+    return found
+
+
 def shape(text):
     parts = [int(x) for x in text.lower().split("x")]
     return (parts * 3)[:3] if len(parts) == 1 else tuple(parts)
@@ -73,6 +103,7 @@ def main():
     if torch is not None:
         torch.set_num_threads(threads)
     batch = args.batch
+    peer_cblas = load_peer_cblas()
     for m, n, k in map(shape, args.shapes.split(",")):
         rng = np.random.default_rng(m * n * k)
         a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float32)
@@ -97,6 +128,9 @@ def main():
                 contenders[name] = lambda f=batched: f(
                     ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, m * k, pb, n, k * n, 0.0, pc, n, m * n, batch
                 )
+        if batch == 1:
+            for name, f, _ in peer_cblas:
+                contenders[name] = lambda f=f: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
         times = {name: [] for name in contenders}
         with threadpool_limits(limits=threads):
             for f in contenders.values():
