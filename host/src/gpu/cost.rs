@@ -30,7 +30,8 @@
 //!   `narrow.fixed + (1 - narrow.fixed) x width / tile width` of the depth terms: the copies
 //!   and splits of `A` stay whole, the tensor work shrinks.
 //!
-//! The coefficients are non-negative and fitted to the four kernels' times on an H100,
+//! The coefficients are non-negative and fitted to the four kernels' times on an H100 (`tiny_tile`'s
+//! refitted to its batches after its copies of `A` were made coalesced),
 //! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
 //! further members fitted to `specialized`'s batches of several members a block (the data and the
 //! fits: `docs/performance-notes.md`, "the tile kernel by predicted time" and "Narrow tiles on
@@ -120,13 +121,13 @@ const COSTS: [(&str, Cost); 4] = [
     (
         tiny_tile::SPEC.name,
         Cost {
-            launch: 4.779,
+            launch: 4.976,
             split: 3.683,
             per_wave: 0.0,
-            per_wave_depth: 0.098,
-            per_sm_depth: 0.614,
+            per_wave_depth: 0.228,
+            per_sm_depth: 0.206,
             per_partial: 3.939,
-            per_output: 4.014,
+            per_output: 3.209,
             next_member: None,
             narrow: None,
         },
@@ -248,6 +249,9 @@ mod tests {
             (1, (19783, 54, 125), "small_tile"),
             // Deep over 84 tiles: the tensor cores on 3 K slices.
             (1, (306, 3473, 1826), "specialized"),
+            // One-wave batches of 128-class members: 32 x 32 tiles, four blocks an SM.
+            (32, (128, 128, 128), "tiny_tile"),
+            (32, (128, 128, 64), "tiny_tile"),
             // Deep and narrow: a few blocks of 32 x 32, one an SM.
             (1, (27, 72, 19434), "tiny_tile"),
             (1, (76, 2, 18436), "tiny_tile"),

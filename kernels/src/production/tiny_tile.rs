@@ -10,16 +10,20 @@
 //! three quarters of its operands before it computes anything.
 //!
 //! Layout: the 64 threads form an 8 x 8 grid; thread `(ty, tx)` owns the 4 x 4 block of
-//! accumulators at rows `4 ty..4 ty + 4`, columns `4 tx..4 tx + 4` of the tile. For one `k` it
-//! reads one 4-vector of the transposed `A` tile (`A_tile[k][row]`) and one of the `B` tile
-//! (`B_tile[k][col]`), both `ld.shared.v4`, for 16 FMAs. A warp's lanes read 4 distinct `A`
-//! vectors (each broadcast to 8 lanes) and 8 adjacent `B` vectors: no bank conflicts.
+//! accumulators at rows `ty + 8 r` (`r < 4`) and columns `4 tx..4 tx + 4` of the tile. The `A`
+//! tile is kept as it lies (`A_tile[row][k]`, rows [`A_LD`] floats apart), the `B` tile too
+//! (`B_tile[k][col]`). For four consecutive `k` a thread reads one 4-vector of each of its
+//! rows of `A` and of each of the four rows of `B`, all `ld.shared.v4`, for 64 FMAs, each
+//! output's sum still in order along `k`. A warp's lanes read 4 adjacent rows of `A` (rows `A_LD`
+//! floats apart fall in 4 distinct groups of 4 banks) and 8 adjacent `B` vectors: no bank
+//! conflicts.
 //!
 //! Copies, one `cp.async` group per stage, zero-filled outside `A` and `B` (source size 0), so
 //! edges need no other code:
-//! - `A` is transposed on the way in: a thread copies 4 consecutive `k` of one row as four
-//!   4-byte copies into a column of `A_tile`; the 32 lanes of a warp take 32 rows, so each of
-//!   its shared stores hits another bank.
+//! - `A` goes row to row: one 16-byte copy per 4 values of a row (the `vec4` entry), or 4-byte
+//!   copies with 16 lanes along one row, so that a warp's copy reads two rows' 64 bytes. (An
+//!   earlier version transposed `A` on the way in, one value from each of 32 rows per copy of
+//!   a warp: ncu put most of its stalls on the shared-memory queue those copies filled.)
 //! - `B` goes row to row: one 16-byte copy per 4 columns (the `vec4` entry) or four 4-byte ones.
 //!
 //! One barrier per tile, as in `async_copy` (the ring is [`run_pipeline`]'s): at the top of tile
@@ -43,11 +47,11 @@ const BK: u32 = 16;
 const THREADS: u32 = 64;
 /// Stages of the ring: the copies of `STAGES - 1` tiles in flight while one is computed.
 const STAGES: u32 = 4;
-/// Leading dimension of the transposed `A` tile, in floats: 16-byte rows for the fragment
-/// loads, shifted by 4 banks from one `k` to the next.
-const A_LD: u32 = BM + 4;
+/// Leading dimension of the `A` tile (`A_tile[row][k]`), in floats: 16-byte rows for the
+/// fragment loads, four adjacent rows in four distinct groups of 4 banks.
+const A_LD: u32 = BK + 4;
 /// Bytes of the `A` tile, which the `B` tile (`BN` floats a row) follows in a stage.
-const A_TILE: u32 = BK * A_LD * 4;
+const A_TILE: u32 = BM * A_LD * 4;
 /// Bytes of one stage (both tiles).
 const STAGE: u32 = A_TILE + BK * BN * 4;
 
@@ -74,10 +78,12 @@ pub const SPEC: KernelSpec = KernelSpec {
 
 const _: () = assert!(
     (BM / 4) * (BN / 4) == THREADS
-        && BM == 32
-        && BK.is_multiple_of(8)
-        && (BN * BK / 4).is_multiple_of(THREADS),
-    "the 8 x 8 thread grid; a warp's lanes copy one row of A each; whole 4-vectors of B per thread"
+        && BM / 4 == 8
+        && BK == 16
+        && (BM * BK / 4).is_multiple_of(THREADS)
+        && (BN * BK / 4).is_multiple_of(THREADS)
+        && (A_LD * 4).is_multiple_of(16),
+    "the 8 x 8 thread grid, rows ty + 8 r; 16 lanes along a row of A; whole 4-vectors per thread"
 );
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
@@ -88,27 +94,31 @@ mod device_code {
         SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, ld_shared_v4_f32,
     };
 
-    /// 4-vectors of `A` a thread copies per stage (4 consecutive `k` of its row each), and of
-    /// `B` (4 consecutive columns of a row each).
+    /// 4-vectors of `A` (16-byte copies) and of `B` a thread copies per stage; with 4-byte
+    /// copies, values of `A` (`A_VALUES`, 16 lanes along a row).
     const A_COPIES: u32 = BM * BK / 4 / THREADS;
+    const A_VALUES: u32 = BM * BK / THREADS;
     const B_COPIES: u32 = BK * BN / 4 / THREADS;
 
-    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `VEC4`: the host's
-    /// 16-byte conditions (`b` 16-byte aligned, `ldb` and `n` multiples of 4).
+    /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `VEC4`: the host's 16-byte
+    /// conditions (`a` and `b` 16-byte aligned, `lda`, `ldb`, `k` and `n` multiples of 4).
     #[inline(always)]
     unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
         let tid = thread_x();
         let (ty, tx) = (tid / (BN / 4), tid % (BN / 4));
         let (row0, col0) = (block_y() * BM, block_x() * BN);
 
-        // Copies: A row a_row, k groups a_k + 8 j; B rows b_k + (THREADS / 8) j, columns
-        // b_col..b_col + 4.
-        let (a_row, a_k) = (tid % BM, tid / BM * 4);
-        let a_k_step = THREADS / BM * 4;
+        // Copies of A: with 16-byte copies, row a_row + (THREADS / 4) j, values a_k..a_k + 4;
+        // with 4-byte ones, row a_row4 + (THREADS / BK) j, value a_k4.
+        let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
+        let (a_row4, a_k4) = (tid / BK, tid % BK);
+        let (first_row, first_k) = if VEC4 { (a_row, a_k) } else { (a_row4, a_k4) };
+        let a_rows_step = if VEC4 { THREADS / (BK / 4) } else { THREADS / BK };
+        let mut a_ptr = a.wrapping_add(offset(row0 + first_row, first_k, lda));
+        let a_next_rows = a_rows_step as usize * lda as usize;
+        // Copies of B: rows b_k + (THREADS / 8) j, columns b_col..b_col + 4.
         let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
         let b_k_step = THREADS / (BN / 4);
-        let a_row_ok = row0 + a_row < m;
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
         let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
         let b_next_rows = b_k_step as usize * ldb as usize;
         let b_step = BK as usize * ldb as usize;
@@ -116,22 +126,27 @@ mod device_code {
         let smem = dynamic_shared_f32();
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
-        let a_dst = base.offset_bytes((a_k * A_LD + a_row) * 4);
+        let a_dst = base.offset_bytes((first_row * A_LD + first_k) * 4);
         let b_dst = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
 
         // Starts the copies of tile `k0` into the stage at byte offset `stage` as one group.
         let copy_tile = |stage: u32, k0: u32| {
             // SAFETY: the guards admit only elements inside A and B (the rest is zero-filled);
-            // VEC4's conditions are the host's dispatch. The stage is not read until this group
-            // is waited for and a barrier passed, nor written while it may still be read (see
-            // the module doc).
+            // VEC4's conditions are the host's dispatch (with k a multiple of 4, a 4-vector of
+            // A lies wholly inside or outside). The stage is not read until this group is waited
+            // for and a barrier passed, nor written while it may still be read (see the module
+            // doc).
             unsafe {
-                for j in 0..A_COPIES {
-                    let kk = a_k + a_k_step * j;
-                    for i in 0..4 {
-                        let dst = a_dst.offset_bytes(stage + (a_k_step * j + i) * A_LD * 4);
-                        let src = a_ptr.wrapping_add((a_k_step * j + i) as usize);
-                        cp_async_ca_4(dst, src, a_row_ok && k0 + kk + i < k);
+                let copies = if VEC4 { A_COPIES } else { A_VALUES };
+                for j in 0..copies {
+                    let row = first_row + a_rows_step * j;
+                    let dst = a_dst.offset_bytes(stage + a_rows_step * j * A_LD * 4);
+                    let src = a_ptr.wrapping_add(j as usize * a_next_rows);
+                    let ok = row0 + row < m && k0 + first_k < k;
+                    if VEC4 {
+                        cp_async_cg_16(dst, src, ok);
+                    } else {
+                        cp_async_ca_4(dst, src, ok);
                     }
                 }
                 for j in 0..B_COPIES {
@@ -152,24 +167,36 @@ mod device_code {
             a_ptr = a_ptr.wrapping_add(BK as usize);
             b_ptr = b_ptr.wrapping_add(b_step);
         };
+        // acc[r][c]: row ty + 8 r, column 4 tx + c of the tile.
         let mut acc = [[0.0f32; 4]; 4];
         let compute = |stage: u32| {
             let at = base.offset_bytes(stage);
-            for p in 0..BK {
+            for p0 in (0..BK).step_by(4) {
                 // SAFETY: inside the stage, whose copies completed before the pipeline's barrier.
-                let (a_frag, b_frag) = unsafe {
+                let (a_rows, b_rows) = unsafe {
                     (
-                        ld_shared_v4_f32(at.offset_bytes((p * A_LD + 4 * ty) * 4)),
-                        ld_shared_v4_f32(at.offset_bytes(A_TILE + (p * BN + 4 * tx) * 4)),
+                        core::array::from_fn::<_, 4, _>(|r| {
+                            ld_shared_v4_f32(at.offset_bytes(((ty + 8 * r as u32) * A_LD + p0) * 4)).0
+                        }),
+                        core::array::from_fn::<_, 4, _>(|q| {
+                            ld_shared_v4_f32(at.offset_bytes(A_TILE + ((p0 + q as u32) * BN + 4 * tx) * 4)).0
+                        }),
                     )
                 };
-                outer_product(&mut acc, &a_frag.0, &b_frag.0);
+                // Step p0 + q: column q of the A rows read, row q of B; in order along k.
+                for (q, b_row) in b_rows.iter().enumerate() {
+                    let a_col = [a_rows[0][q], a_rows[1][q], a_rows[2][q], a_rows[3][q]];
+                    outer_product(&mut acc, &a_col, b_row);
+                }
             }
         };
         // SAFETY: the whole block runs the pipeline; `copy_tile` commits one group per call.
         unsafe { run_pipeline::<STAGES, STAGE, BK, { STAGES - 2 }>(k, copy_tile, compute) };
-        // SAFETY: C is valid for m x n with ldc; the update skips elements outside it.
-        unsafe { update_c_block(&acc, row0 + 4 * ty, col0 + 4 * tx, m, n, alpha, beta, c, ldc) };
+        for (r, acc_row) in acc.iter().enumerate() {
+            let (row, col) = (row0 + ty + 8 * r as u32, col0 + 4 * tx);
+            // SAFETY: C is valid for m x n with ldc; the update skips elements outside it.
+            unsafe { update_c_block(&[*acc_row], row, col, m, n, alpha, beta, c, ldc) };
+        }
     }
 
     gemm_entry! { production:
