@@ -21,9 +21,8 @@
 //! Copies, one `cp.async` group per stage, zero-filled outside `A` and `B` (source size 0), so
 //! edges need no other code:
 //! - `A` goes row to row: one 16-byte copy per 4 values of a row (the `vec4` entry), or 4-byte
-//!   copies with 16 lanes along one row, so that a warp's copy reads two rows' 64 bytes. (An
-//!   earlier version transposed `A` on the way in, one value from each of 32 rows per copy of
-//!   a warp: ncu put most of its stalls on the shared-memory queue those copies filled.)
+//!   copies with 16 lanes along one row, so that a warp's copy reads two rows' 64 bytes rather
+//!   than one value from each of 32 rows.
 //! - `B` goes row to row: one 16-byte copy per 4 columns (the `vec4` entry) or four 4-byte ones.
 //!
 //! One barrier per tile, as in `async_copy` (the ring is [`run_pipeline`]'s): at the top of tile
