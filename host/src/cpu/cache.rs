@@ -85,18 +85,21 @@ pub(crate) fn c_ahead_tiles(uk: &Microkernel) -> usize {
     if amd() { c_ahead_tiles_for(uk, l1_bytes()) } else { 0 }
 }
 
-/// The fewest rows of `C` from which the unpacked kernels read a row-major `B` whose rows do
-/// not start on cache lines through a copy whose rows do, or `None` for never.
+/// The fewest full rows of register tiles of `C` from which the unpacked kernels read a
+/// row-major `B` whose rows do not start on cache lines through a copy whose rows do, or
+/// `None` for never.
 ///
-/// A vector load that straddles two cache lines costs Intel's cores two accesses and more: on
-/// a Sapphire Rapids Xeon an unpacked 128^3 product with such rows of `B` ran 15-20% slower
-/// than with aligned ones. Each row of tiles reads all of `B` again, so the copy pays for itself
-/// over enough of them: from 128 rows of `C` it did there, at 64 it did not. AMD's Zen 5 loses
-/// 3-4% to those loads, less than the copy costs at any size measured; other CPUs were not
-/// measured, and keep reading `B` where it lies (`docs/performance-notes.md`).
-pub(crate) fn realign_b_rows() -> Option<usize> {
-    intel().then_some(128)
+/// Every vector load of such a row straddles two lines. Each row of tiles reads all of `B`
+/// again, while the copy is made once, so the copy pays for itself from some number of rows of
+/// tiles: on Intel's cores, which pay for a load across two lines, from
+/// [`REALIGN_ROWS_OF_TILES`]; AMD's cores pay too little for it to repay a copy, and other
+/// vendors keep reading `B` where it lies (the measurements: `docs/performance-notes.md`).
+pub(crate) fn realign_b_rows_of_tiles() -> Option<usize> {
+    intel().then_some(REALIGN_ROWS_OF_TILES)
 }
+
+/// The rows of tiles from which an Intel core repays the copy of [`realign_b_rows_of_tiles`].
+const REALIGN_ROWS_OF_TILES: usize = 16;
 
 /// Whether this CPU is an Intel core: the `cpuid` vendor string.
 fn intel() -> bool {

@@ -12,7 +12,8 @@
 //!   must therefore be contiguous along its rows. A column-major `B` is first copied row-major
 //!   into a scratch buffer of this thread (`k x n` values, at most half the L2: [`fits`]), its
 //!   rows starting on cache lines; so is a row-major `B` whose rows do not, on CPUs where the
-//!   loads that straddle two lines cost more than the copy ([`b_copy_ld`]).
+//!   loads that straddle two lines cost more over the rows of tiles than the copy
+//!   ([`b_copy_ld`]).
 //! - a tile cut by the right edge of `C` loads only the columns of `B` that exist and stores
 //!   only the columns of `C` that exist, under a mask ([`Simd::load_masked`]); a tile cut by
 //!   the bottom edge is the same tile with fewer rows (one instance per height), so nothing
@@ -93,7 +94,7 @@ const L1_SET_STRIDE: usize = 4096;
 ///
 /// Packing then buys no reuse that the unpacked tile does not get from the caches.
 pub fn fits_one_thread(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
-    let b_rows_apart = rows_of_b_apart(b, m) * size_of::<f32>();
+    let b_rows_apart = rows_of_b_apart(b, m / uk.mr) * size_of::<f32>();
     packed::sum_depth(uk, m, k) >= k
         && k.saturating_mul(n) <= max_b_copy()
         && m.saturating_mul(k) <= max_b_copy()
@@ -310,25 +311,25 @@ thread_local! {
     static B_ROWS: Scratch = const { RefCell::new(Vec::new()) };
 }
 
-/// The rows of the row-major copy of `B` that the unpacked kernels read for a product with `m`
-/// rows of `C`, `Some(ld)` (their distance in values: the rows start on cache lines), or
-/// `None` when they read `B` where it lies. A column-major `B` is always copied. A row-major one
-/// whose rows do not all start on cache lines is copied where this CPU's vector loads that
-/// straddle two lines cost more than the copy ([`cache::realign_b_rows`]: from that many rows
-/// of `C`, each row of tiles reading all of `B`), when the copy fits [`max_b_copy`].
-fn b_copy_ld(b: &MatRef, m: usize) -> Option<usize> {
-    b_copy_ld_from(b, m, cache::realign_b_rows())
+/// The rows of the row-major copy of `B` that the unpacked kernels read for a product with
+/// `rows_of_tiles` full rows of register tiles, `Some(ld)` (their distance in values: the rows
+/// start on cache lines), or `None` when they read `B` where it lies. A column-major `B` is
+/// always copied. A row-major one whose rows do not all start on cache lines is copied where
+/// this CPU repays the copy over that many rows of tiles
+/// ([`cache::realign_b_rows_of_tiles`]), when the copy fits [`max_b_copy`].
+fn b_copy_ld(b: &MatRef, rows_of_tiles: usize) -> Option<usize> {
+    b_copy_ld_from(b, rows_of_tiles, cache::realign_b_rows_of_tiles())
 }
 
-/// [`b_copy_ld`] on a CPU that realigns `B` from `realign` rows of `C` (`None`: never).
-fn b_copy_ld_from(b: &MatRef, m: usize, realign: Option<usize>) -> Option<usize> {
+/// [`b_copy_ld`] on a CPU that realigns `B` from `realign` rows of tiles (`None`: never).
+fn b_copy_ld_from(b: &MatRef, rows_of_tiles: usize, realign: Option<usize>) -> Option<usize> {
     let copied = match b.layout {
         Layout::ColMajor => true,
         Layout::RowMajor => {
             let on_lines = (b.data.as_ptr() as usize).is_multiple_of(LINE_FLOATS * size_of::<f32>())
                 && b.ld.is_multiple_of(LINE_FLOATS);
             !on_lines
-                && realign.is_some_and(|rows| m >= rows)
+                && realign.is_some_and(|rows| rows_of_tiles >= rows)
                 && b.rows.saturating_mul(b.cols) <= max_b_copy()
         }
     };
@@ -336,9 +337,10 @@ fn b_copy_ld_from(b: &MatRef, m: usize, realign: Option<usize>) -> Option<usize>
 }
 
 /// Runs `f` on `B` as `(first value, distance between rows)`, its rows contiguous: the view
-/// itself, or its row-major copy in this thread's scratch ([`b_copy_ld`]; `m`: the rows of `C`).
-fn with_rows_of_b<R>(b: &MatRef, m: usize, f: impl FnOnce(*const f32, usize) -> R) -> R {
-    match b_copy_ld(b, m) {
+/// itself, or its row-major copy in this thread's scratch ([`b_copy_ld`]; `rows_of_tiles`: the
+/// full rows of register tiles of `C`).
+fn with_rows_of_b<R>(b: &MatRef, rows_of_tiles: usize, f: impl FnOnce(*const f32, usize) -> R) -> R {
+    match b_copy_ld(b, rows_of_tiles) {
         None => f(b.data.as_ptr(), b.ld),
         Some(ld) => with_scratch(&B_ROWS, b.rows * ld, |rows| {
             b.copy_row_major(rows, ld);
@@ -347,10 +349,10 @@ fn with_rows_of_b<R>(b: &MatRef, m: usize, f: impl FnOnce(*const f32, usize) -> 
     }
 }
 
-/// The distance, in values, between the rows of `B` that [`with_rows_of_b`] gives for `m` rows
-/// of `C`.
-fn rows_of_b_apart(b: &MatRef, m: usize) -> usize {
-    b_copy_ld(b, m).unwrap_or(b.ld)
+/// The distance, in values, between the rows of `B` that [`with_rows_of_b`] gives for
+/// `rows_of_tiles` full rows of register tiles of `C`.
+fn rows_of_b_apart(b: &MatRef, rows_of_tiles: usize) -> usize {
+    b_copy_ld(b, rows_of_tiles).unwrap_or(b.ld)
 }
 
 /// Defines `$name`, an [`UnpackedFn`]: tiles of `$mr` rows (and of each height below, for the
@@ -365,7 +367,7 @@ macro_rules! unpacked {
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
             let warm = warms_next_rows($mr, a_col, k);
-            with_rows_of_b(b, m, |b, ldb| {
+            with_rows_of_b(b, m / $mr, |b, ldb| {
                 for i in (0..m).step_by($mr) {
                     let next_a = (warm && i + $mr < m).then(|| a_data.wrapping_add((i + $mr) * a_row));
                     let o = Operands {
@@ -498,13 +500,13 @@ mod tests {
         let on_lines = MatRef::new(&values[offset..], 20, 40, 48);
         let off_lines = MatRef::new(&values[offset + 1..], 20, 40, 48);
         let odd_ld = MatRef::new(&values[offset..], 20, 40, 41);
-        let realign = Some(128);
-        assert_eq!(b_copy_ld_from(&on_lines, 128, realign), None);
-        assert_eq!(b_copy_ld_from(&off_lines, 128, realign), Some(48));
-        assert_eq!(b_copy_ld_from(&odd_ld, 128, realign), Some(48));
-        // Too few rows of C to repay the copy, or a CPU whose split loads cost less than it.
-        assert_eq!(b_copy_ld_from(&off_lines, 127, realign), None);
-        assert_eq!(b_copy_ld_from(&off_lines, 1000, None), None);
+        let realign = Some(16);
+        assert_eq!(b_copy_ld_from(&on_lines, 16, realign), None);
+        assert_eq!(b_copy_ld_from(&off_lines, 16, realign), Some(48));
+        assert_eq!(b_copy_ld_from(&odd_ld, 16, realign), Some(48));
+        // Too few rows of tiles to repay the copy, or a CPU whose split loads cost less than it.
+        assert_eq!(b_copy_ld_from(&off_lines, 15, realign), None);
+        assert_eq!(b_copy_ld_from(&off_lines, 125, None), None);
         // A column-major B is copied on any CPU, its rows on lines too.
         assert_eq!(b_copy_ld_from(&odd_ld.t(), 1, None), Some(32));
 

@@ -30,12 +30,12 @@
 //!   `narrow.fixed + (1 - narrow.fixed) x width / tile width` of the depth terms: the copies
 //!   and splits of `A` stay whole, the tensor work shrinks.
 //!
-//! The coefficients are non-negative and fitted to the four kernels' times on an H100 (`tiny_tile`'s
-//! refitted to its batches after its copies of `A` were made coalesced),
+//! The coefficients are non-negative and fitted to the four kernels' times on an H100,
 //! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
-//! further members fitted to `specialized`'s batches of several members a block (the data and the
-//! fits: `docs/performance-notes.md`, "the tile kernel by predicted time" and "Narrow tiles on
-//! the tensor cores", and "Several members per block"). On other GPUs the wave and SM counts come from the device and the
+//! further members fitted to `specialized`'s batches of several members a block (the data and
+//! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
+//! the tensor cores", "Several members per block" and, for `tiny_tile`'s, the thirtieth session's
+//! section). On other GPUs the wave and SM counts come from the device and the
 //! coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
