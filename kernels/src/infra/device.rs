@@ -82,6 +82,17 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// `barrier.sync 0`: [`sync_threads`] in its unaligned form, for a block whose warps wait at
+/// different barrier instructions (warp-uniform branches that each wait once per phase of the
+/// barrier); `bar.sync` is the aligned form, which requires every thread at the same one.
+///
+/// Every warp of the block must wait once per phase, at whichever of its barriers.
+#[inline(always)]
+pub fn sync_threads_unaligned() {
+    // SAFETY: the caller has every warp wait once per phase (see above).
+    unsafe { core::arch::asm!("barrier.sync 0;", options(nostack)) }
+}
+
 /// The base of the block's dynamic shared memory (sized by the launch), 16-byte aligned.
 #[inline(always)]
 pub fn dynamic_shared_f32() -> *mut f32 {

@@ -165,6 +165,9 @@ pub(crate) mod device_code {
             if AHEAD == 2 { load(BK) } else { Staged { a: [F32x4([0.0; 4]); LA], b: F32x4([0.0; 4]) } };
         sync_threads();
         let mut frag = fragments(0, 0);
+        // The barrier after each tile's store. Idle warps wait at another instruction than the
+        // busy ones, so with SKIP_IDLE it is the unaligned form.
+        let tile_barrier = || if SKIP_IDLE { sync_threads_unaligned() } else { sync_threads() };
         // One tile: computes on the stage at `$read` while the global loads of the tile at `$k0`
         // fly (and, two ahead, of the one after; all zeros, and no memory touched, past the last
         // tile), then stores the tile at `$k0` to `$write`. A macro rather than a closure, so
@@ -183,7 +186,7 @@ pub(crate) mod device_code {
                             fragments($read, p + 1)
                         } else {
                             store($write, &staged);
-                            sync_threads();
+                            tile_barrier();
                             fragments($write, 0)
                         };
                         outer_product(&mut acc, &frag.0, &frag.1);
@@ -191,7 +194,7 @@ pub(crate) mod device_code {
                     }
                 } else {
                     store($write, &staged);
-                    sync_threads();
+                    tile_barrier();
                 }
             };
         }
@@ -199,9 +202,13 @@ pub(crate) mod device_code {
         macro_rules! k_loop {
             ($busy:literal) => {
                 let mut k0 = BK;
-                if VEC4 {
+                if VEC4 || AHEAD == 2 {
                     // Two tiles per iteration, so that both stage offsets are constants in the
                     // code: no stage register, no moves of the fragments at the loop's back edge.
+                    // With two tiles ahead the pending tile's registers alternate between the
+                    // two steps too: a one-tile loop would have to move the tile just loaded
+                    // into the pending one's registers at its back edge, and that move waits
+                    // for the loads, which leaves them a single tile of work to hide behind.
                     loop {
                         tile_step!(k0, 0, stage, $busy);
                         if k0 >= k {
@@ -214,9 +221,9 @@ pub(crate) mod device_code {
                         k0 += 2 * BK;
                     }
                 } else {
-                    // One tile per iteration, the stage switched by XOR: the scalar loads' 8
-                    // guards leave no room for the two-tile loop within 128 registers (ptxas
-                    // spills it).
+                    // One tile per iteration, the stage switched by XOR: with a 128 x 128
+                    // tile, the scalar loads' 8 guards leave no room for the two-tile loop
+                    // within 128 registers (ptxas spills it).
                     let mut read = 0;
                     loop {
                         tile_step!(k0, read, read ^ stage, $busy);
