@@ -25,6 +25,12 @@
 //!   (`KernelSpec::members_per_block`, as many as `Gpu`'s launch gives each block, `members`)
 //!   launches fewer blocks, so fewer waves; each further member of a block costs less than a
 //!   wave, since its copies start while the member before it finishes.
+//! - Where `k` or `n` is not a multiple of 4 (rows of `A` or `B` that are not whole
+//!   4-vectors), a kernel runs its 4-byte entry, whose copies of the tiles are slower, or (the
+//!   tensor-core kernel on products large enough, [`KernelSpec::padding`]) pads copies of the
+//!   operands for its 16-byte one; either way it spends `scalar_sm_depth` times the SM's depth
+//!   term there. The copies share the SM's issue slots and memory pipes with the FMAs, so they
+//!   weigh on throughput, not on one block's latency.
 //! - A kernel that multiplies a tile narrower than its own at a width of its choosing
 //!   (`specialized`, [`specialized::multiplied_width`]) spends on a `C` narrower than one tile
 //!   `narrow.fixed + (1 - narrow.fixed) x width / tile width` of the depth terms: the copies
@@ -34,8 +40,8 @@
 //! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
 //! further members fitted to `specialized`'s batches of several members a block (the data and
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
-//! the tensor cores", "Several members per block" and, for `tiny_tile`'s, the thirtieth session's
-//! section). On other GPUs the wave and SM counts come from the device and the
+//! the tensor cores", "Several members per block" and, for `tiny_tile`'s, the thirtieth and
+//! thirty-first sessions' sections). On other GPUs the wave and SM counts come from the device and the
 //! coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
@@ -54,6 +60,8 @@ pub(crate) struct Cost {
     per_sm_depth: f64,
     per_partial: f64,
     per_output: f64,
+    /// The factor on `per_sm_depth` where the shape's rows are not whole 4-vectors.
+    scalar_sm_depth: f64,
     next_member: Option<NextMember>,
     narrow: Option<Narrow>,
 }
@@ -86,6 +94,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.685,
             per_partial: 4.602,
             per_output: 0.235,
+            scalar_sm_depth: 1.445,
             next_member: Some(NextMember { fixed: 1.3, depth: 1.08 }),
             narrow: Some(Narrow { width: specialized::multiplied_width, fixed: 0.3 }),
         },
@@ -100,6 +109,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 2.164,
             per_partial: 3.285,
             per_output: 0.844,
+            scalar_sm_depth: 1.0,
             next_member: None,
             narrow: None,
         },
@@ -114,6 +124,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.553,
             per_partial: 3.16,
             per_output: 0.683,
+            scalar_sm_depth: 1.0,
             next_member: None,
             narrow: None,
         },
@@ -128,6 +139,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_sm_depth: 0.213,
             per_partial: 11.109,
             per_output: 2.822,
+            scalar_sm_depth: 1.613,
             next_member: None,
             narrow: None,
         },
@@ -200,12 +212,15 @@ impl Cost {
             _ => 1.0,
         };
         let depth = k.div_ceil(slices) as f64 / 32.0 * narrowed;
+        // Rows of A and B of whole 4-vectors: contiguous operands take the 16-byte entry as
+        // they are.
+        let sm_depth = if k.is_multiple_of(4) && n.is_multiple_of(4) { 1.0 } else { self.scalar_sm_depth };
         let outputs = (m * n) as f64 * batch as f64 / 1e6;
         let split = slices > 1;
         self.launch
             + if split { self.split + self.per_partial * outputs * slices as f64 } else { 0.0 }
             + waves * (self.per_wave + self.per_wave_depth * depth)
-            + per_sm * self.per_sm_depth * depth
+            + per_sm * self.per_sm_depth * sm_depth * depth
             + self.per_output * outputs
             + self
                 .next_member
@@ -252,6 +267,12 @@ mod tests {
             // One-wave batches of 128-class members: 32 x 32 tiles, four blocks an SM.
             (32, (128, 128, 128), "tiny_tile"),
             (32, (128, 128, 64), "tiny_tile"),
+            // Rows not of whole 4-vectors over several 32 x 32 tiles an SM: tiny_tile's 4-byte
+            // copies weigh on the SM's throughput, and the 64 x 64 tiles are faster.
+            (1, (8992, 94, 52), "small_tile"),
+            // The same on the tensor cores (which pad copies of A and B there): two waves of
+            // 128 x 128 tiles on f32 FMAs.
+            (1, (4488, 860, 85), "split_k"),
             // Deep and narrow: a few blocks of 32 x 32, one an SM.
             (1, (27, 72, 19434), "tiny_tile"),
             (1, (76, 2, 18436), "tiny_tile"),
