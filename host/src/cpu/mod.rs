@@ -289,13 +289,19 @@ fn run(
         }
         Work::Product => {}
     }
-    if kernel.any_layout {
-        return (kernel.run)(alpha, &a, &b, beta, &mut c, threads);
+    let done = if kernel.any_layout {
+        (kernel.run)(alpha, &a, &b, beta, &mut c, threads)
+    } else {
+        let (a_copy, b_copy) = (row_major_copy(&a), row_major_copy(&b));
+        let a = a_copy.as_ref().map_or(a, |d| MatRef::contiguous(d, a.rows, a.cols));
+        let b = b_copy.as_ref().map_or(b, |d| MatRef::contiguous(d, b.rows, b.cols));
+        (kernel.run)(alpha, &a, &b, beta, &mut c, threads)
+    };
+    if threads > 1 {
+        // The next call on as many threads may find the workers awake (packed::worth_waking).
+        workers::call_ended(threads);
     }
-    let (a_copy, b_copy) = (row_major_copy(&a), row_major_copy(&b));
-    let a = a_copy.as_ref().map_or(a, |d| MatRef::contiguous(d, a.rows, a.cols));
-    let b = b_copy.as_ref().map_or(b, |d| MatRef::contiguous(d, b.rows, b.cols));
-    (kernel.run)(alpha, &a, &b, beta, &mut c, threads)
+    done
 }
 
 /// A row-major copy of a column-major view, for the kernels that read rows; `None` when the

@@ -575,17 +575,32 @@ thread_local! {
     static NEXT_LINES: RefCell<Vec<*const f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The least work, in flops, that pays for one more thread of the team: about what a core does
-/// in the time that waking a sleeping pool worker, and the caller after it, takes on a
-/// virtual machine whose idle vCPUs halt (tens of microseconds; the measurements are in
-/// `docs/performance-notes.md`).
+/// The least work, in flops, that pays for one more thread of the team when its workers
+/// sleep: about what a core does in the time that waking a sleeping pool worker, and the
+/// caller after it, takes on a virtual machine whose idle vCPUs halt (tens of microseconds;
+/// the measurements are in `docs/performance-notes.md`).
 pub(super) const FLOPS_PER_THREAD: usize = 8_000_000;
 
+/// The least work that pays for one more thread in calls made one after another
+/// ([`workers::in_a_loop`]), whose workers are still awake from the call before: a few
+/// microseconds of a core's work, so that the team's shared packing and waits stay a small
+/// part of each share.
+pub(super) const FLOPS_PER_AWAKE_THREAD: usize = 1_000_000;
+
 /// How many of the `threads` a product of `m x n x k` gets: one per [`FLOPS_PER_THREAD`] of
-/// work, at least one.
+/// work, or per [`FLOPS_PER_AWAKE_THREAD`] in a loop of calls, at least one. The count changes
+/// no bits: every path that takes it computes each output the same way on any number of
+/// threads.
 pub(super) fn worth_waking(threads: usize, m: usize, n: usize, k: usize) -> usize {
+    let floor =
+        if threads > 1 && workers::in_a_loop(threads) { FLOPS_PER_AWAKE_THREAD } else { FLOPS_PER_THREAD };
+    threads_for(threads, floor, m, n, k)
+}
+
+/// `threads` capped at one per `flops_per_thread` of an `m x n x k` product's work, at least one.
+fn threads_for(threads: usize, flops_per_thread: usize, m: usize, n: usize, k: usize) -> usize {
     let flops = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k);
-    threads.min(flops / FLOPS_PER_THREAD).max(1)
+    threads.min(flops / flops_per_thread).max(1)
 }
 
 /// The width of the `n` blocks: `round(n / nc_target)` blocks (at least one) of equal width in
@@ -677,12 +692,17 @@ mod tests {
 
     #[test]
     fn small_products_stay_on_fewer_threads() {
-        assert_eq!(worth_waking(2, 8, 8, 8), 1);
-        assert_eq!(worth_waking(2, 160, 160, 160), 1); // 8.2 Mflop
-        assert_eq!(worth_waking(2, 256, 256, 256), 2); // 33.6 Mflop
-        assert_eq!(worth_waking(16, 256, 256, 256), 4);
-        assert_eq!(worth_waking(16, 4096, 4096, 4096), 16);
-        assert_eq!(worth_waking(4, 1, 1 << 40, 1 << 40), 4); // saturates instead of overflowing
+        let asleep = |t, m, n, k| threads_for(t, FLOPS_PER_THREAD, m, n, k);
+        assert_eq!(asleep(2, 8, 8, 8), 1);
+        assert_eq!(asleep(2, 160, 160, 160), 1); // 8.2 Mflop
+        assert_eq!(asleep(2, 256, 256, 256), 2); // 33.6 Mflop
+        assert_eq!(asleep(16, 256, 256, 256), 4);
+        assert_eq!(asleep(16, 4096, 4096, 4096), 16);
+        assert_eq!(asleep(4, 1, 1 << 40, 1 << 40), 4); // saturates instead of overflowing
+        let awake = |t, m, n, k| threads_for(t, FLOPS_PER_AWAKE_THREAD, m, n, k);
+        assert_eq!(awake(16, 64, 64, 64), 1); // 0.5 Mflop
+        assert_eq!(awake(16, 192, 192, 192), 14); // 14.2 Mflop
+        assert_eq!(worth_waking(1, 4096, 4096, 4096), 1);
     }
 
     #[test]

@@ -26,9 +26,8 @@
 //!
 //! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
-//! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products run on the
-//! calling thread ([`fits`] keeps them under the work that pays for a second one), so the
-//! result does not depend on the thread count. Larger ones are computed here only when they run
+//! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products ([`fits`]) run
+//! on the calling thread whatever the thread count, so the result does not depend on it. Larger ones are computed here only when they run
 //! on one thread anyway and their sum is the packed path's ([`fits_one_thread`]): the same bits
 //! either way.
 //!
@@ -60,8 +59,7 @@ pub type UnpackedFn = unsafe fn(f32, &MatRef, &MatRef, f32, &mut MatMut);
 /// for itself on one thread (`docs/performance-notes.md`).
 const MAX_FLOPS: usize = 8_000_000;
 
-// A product that fits never gets a second thread, so the choice (and so the result) does not
-// depend on the thread count.
+// A product that fits would not get a second thread from sleeping workers either.
 const _: () = assert!(MAX_FLOPS < 2 * packed::FLOPS_PER_THREAD);
 
 /// The most values of a column-major `B` copied row-major for a product computed unpacked: the

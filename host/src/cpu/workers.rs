@@ -16,6 +16,7 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
@@ -122,6 +123,32 @@ pub(super) fn wait_for(count: &AtomicUsize, total: usize) {
     while count.load(Ordering::Acquire) < total {
         backoff.snooze();
     }
+}
+
+/// How soon after a call on a pool the next one still finds its workers awake: a rayon worker
+/// out of work looks for more for a while before it sleeps. Measured on a 2-core Zen 5 VM, two
+/// threads on products of 8-14 Mflop in a loop: a team gained with 10 us between the calls,
+/// and lost from 30 us on, against the caller alone (`docs/performance-notes.md`).
+pub(super) const AWAKE_GAP: Duration = Duration::from_micros(10);
+
+/// When the latest call on each thread count ended.
+static LAST_ENDS: Mutex<Vec<(usize, Instant)>> = Mutex::new(Vec::new());
+
+/// Records that a call on `threads` threads ends now (see [`in_a_loop`]).
+pub(super) fn call_ended(threads: usize) {
+    let now = Instant::now();
+    let mut ends = LAST_ENDS.lock().unwrap_or_else(PoisonError::into_inner);
+    match ends.iter_mut().find(|(t, _)| *t == threads) {
+        Some((_, end)) => *end = now,
+        None => ends.push((threads, now)),
+    }
+}
+
+/// Whether the latest call on `threads` threads ended less than [`AWAKE_GAP`] ago: calls made
+/// one after another, whose team, once woken, is still awake for the next.
+pub(super) fn in_a_loop(threads: usize) -> bool {
+    let ends = LAST_ENDS.lock().unwrap_or_else(PoisonError::into_inner);
+    ends.iter().any(|(t, end)| *t == threads && end.elapsed() < AWAKE_GAP)
 }
 
 /// The rayon pool with exactly `threads` workers, built once per count and kept.
