@@ -190,6 +190,16 @@ mod tests {
     }
 
     #[test]
+    fn only_a_call_just_ended_makes_a_loop() {
+        // Thread counts no other test uses: each count's last call is its own.
+        assert!(!in_a_loop(61), "no call on 61 threads yet");
+        call_ended(62);
+        std::thread::sleep(AWAKE_GAP * 10);
+        assert!(!in_a_loop(62), "the last call ended long ago");
+        assert!(!in_a_loop(61), "a call on other threads does not count");
+    }
+
+    #[test]
     fn a_panicking_task_reaches_the_caller_after_the_others() {
         let runs = AtomicUsize::new(0);
         let outcome = catch_unwind(AssertUnwindSafe(|| {
