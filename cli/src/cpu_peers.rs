@@ -16,10 +16,8 @@ pub struct CpuPeer {
     pub settle: Duration,
 }
 
-/// OpenBLAS's workers spin for 2^28 cycles (its default `THREAD_TIMEOUT`) before they sleep:
-/// about 70 ms at 3.7 GHz, 134 ms at 2 GHz, the clock of the slowest server cores we measure
-/// on. Measured at n = 1000 on a 2-core VM: our kernel on 2 threads timed right after
-/// OpenBLAS's turns ran at 0.124 TFLOP/s (spread 30%), 0.186 on its own.
+/// How long OpenBLAS's workers spin after a call: 2^28 cycles (its default `THREAD_TIMEOUT`)
+/// on a core of 2 GHz or faster (the measurements behind it: `docs/performance-notes.md`).
 #[cfg(feature = "cpu-peers")]
 const OPENBLAS_SPIN: Duration = Duration::from_millis(150);
 

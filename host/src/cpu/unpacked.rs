@@ -27,9 +27,9 @@
 //! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
 //! `alpha * sum + beta * c`, with `C` not read when `beta == 0`. Small products ([`fits`]) run
-//! on the calling thread whatever the thread count, so the result does not depend on it. Larger ones are computed here only when they run
-//! on one thread anyway and their sum is the packed path's ([`fits_one_thread`]): the same bits
-//! either way.
+//! on the calling thread whatever the thread count, so the result does not depend on it.
+//! Larger ones are computed here only when they run on one thread anyway and their sum is the
+//! packed path's ([`fits_one_thread`]): the same bits either way.
 //!
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
 //! tall, over a `B` whose rows for one packed sum stay in L2. Packing there costs what

@@ -125,10 +125,9 @@ pub(super) fn wait_for(count: &AtomicUsize, total: usize) {
     }
 }
 
-/// How soon after a call on a pool the next one still finds its workers awake: a rayon worker
-/// out of work looks for more for a while before it sleeps. Measured on a 2-core Zen 5 VM, two
-/// threads on products of 8-14 Mflop in a loop: a team gained with 10 us between the calls,
-/// and lost from 30 us on, against the caller alone (`docs/performance-notes.md`).
+/// How soon after a call on a pool the next one is taken to find its workers awake: a rayon
+/// worker out of work looks for more for some tens of microseconds before it sleeps, and this
+/// is the shorter end of that (`docs/performance-notes.md`).
 pub(super) const AWAKE_GAP: Duration = Duration::from_micros(10);
 
 /// When the latest call on each thread count ended.

@@ -40,8 +40,8 @@
 //! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
 //! further members fitted to `specialized`'s batches of several members a block (the data and
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
-//! the tensor cores", "Several members per block" and, for `tiny_tile`'s, the thirtieth and
-//! thirty-first sessions' sections). On other GPUs the wave and SM counts come from the device and the
+//! the tensor cores", "Several members per block", "`tiny_tile`'s copies of `A`" and "rows that
+//! are not whole 4-vectors in the cost model"). On other GPUs the wave and SM counts come from the device and the
 //! coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
