@@ -23,12 +23,14 @@
 //! - `A` goes row to row: one 16-byte copy per 4 values of a row (the `vec4` entry), or 4-byte
 //!   copies with 16 lanes along one row, so that a warp's copy reads two rows' 64 bytes rather
 //!   than one value from each of 32 rows.
-//! - `B` goes row to row: one 16-byte copy per 4 columns (the `vec4` entry) or four 4-byte ones.
+//! - `B` goes row to row: one 16-byte copy per 4 columns (the `vec4` entry), or 4-byte copies
+//!   with a warp's 32 lanes along one row (128 consecutive bytes an instruction).
 //!
 //! One barrier per tile, as in `async_copy` (the ring is [`run_pipeline`]'s): at the top of tile
 //! `t`, after its copies are waited for, it both publishes tile `t` and proves every warp done
-//! with tile `t - 1`, whose stage the copies of tile `t + STAGES - 1` then overwrite. The
-//! epilogue writes each thread's 4 x 4 block straight to `C`.
+//! with tile `t - 1`, whose stage the copies of tile `t + STAGES - 1` then overwrite; the
+//! groups of tiles past the end of `K` are empty. The epilogue writes each thread's 4 x 4 block
+//! straight to `C`, a 16-byte access a row where `C`'s rows are 16-byte aligned.
 //!
 //! [`run_pipeline`]: crate::infra::device::run_pipeline
 //!
@@ -81,23 +83,22 @@ const _: () = assert!(
         && BK == 16
         && (BM * BK / 4).is_multiple_of(THREADS)
         && (BN * BK / 4).is_multiple_of(THREADS)
-        && (A_LD * 4).is_multiple_of(16),
-    "the 8 x 8 thread grid, rows ty + 8 r; 16 lanes along a row of A; whole 4-vectors per thread"
+        && THREADS.is_multiple_of(BK)
+        && THREADS.is_multiple_of(BN)
+        && (A_LD * 4).is_multiple_of(16)
+        && BM * BN * 4 <= STAGES * STAGE,
+    "the 8 x 8 thread grid, rows ty + 8 r; whole rows of A and B a copy instruction; whole \
+     4-vectors per thread; C's tile fits the stages"
 );
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
-mod device_code {
+pub(crate) mod device_code {
     use super::{A_LD, A_TILE, BK, BM, BN, STAGE, STAGES, THREADS};
     use crate::infra::device::*;
     use crate::infra::ptx::{
-        SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, ld_shared_v4_f32,
+        F32x4, SharedAddr, cp_async_ca_4, cp_async_cg_16, cp_async_commit_group, ld_shared_f32,
+        ld_shared_v4_f32, st_shared_v4_f32,
     };
-
-    /// 4-vectors of `A` (16-byte copies) and of `B` a thread copies per stage; with 4-byte
-    /// copies, values of `A` (`A_VALUES`, 16 lanes along a row).
-    const A_COPIES: u32 = BM * BK / 4 / THREADS;
-    const A_VALUES: u32 = BM * BK / THREADS;
-    const B_COPIES: u32 = BK * BN / 4 / THREADS;
 
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `VEC4`: the host's 16-byte
     /// conditions (`a` and `b` 16-byte aligned, `lda`, `ldb`, `k` and `n` multiples of 4).
@@ -107,58 +108,54 @@ mod device_code {
         let (ty, tx) = (tid / (BN / 4), tid % (BN / 4));
         let (row0, col0) = (block_y() * BM, block_x() * BN);
 
-        // Copies of A: with 16-byte copies, row a_row + (THREADS / 4) j, values a_k..a_k + 4;
-        // with 4-byte ones, row a_row4 + (THREADS / BK) j, value a_k4.
-        let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
-        let (a_row4, a_k4) = (tid / BK, tid % BK);
-        let (first_row, first_k) = if VEC4 { (a_row, a_k) } else { (a_row4, a_k4) };
-        let a_rows_step = if VEC4 { THREADS / (BK / 4) } else { THREADS / BK };
-        let mut a_ptr = a.wrapping_add(offset(row0 + first_row, first_k, lda));
-        let a_next_rows = a_rows_step as usize * lda as usize;
-        // Copies of B: rows b_k + (THREADS / 8) j, columns b_col..b_col + 4.
-        let (b_k, b_col) = (tid / (BN / 4), tid % (BN / 4) * 4);
-        let b_k_step = THREADS / (BN / 4);
+        // The copies go along the rows of both tiles, `width` floats a copy (16 bytes in the
+        // `vec4` entry, else 4): a thread's first copy of a `rows x cols` tile is at
+        // (tid / per_row, (tid % per_row) * width) with `per_row = cols / width` threads a row,
+        // the others `THREADS / per_row` rows apart, `rows * cols / width / THREADS` in all.
+        // A warp's copy reads whole rows (or 128 consecutive bytes of one), never one value
+        // from each of 32 rows.
+        let width = if VEC4 { 4 } else { 1 };
+        let (a_per_row, b_per_row) = (BK / width, BN / width);
+        let (a_row, a_k) = (tid / a_per_row, tid % a_per_row * width);
+        let (b_k, b_col) = (tid / b_per_row, tid % b_per_row * width);
+        let (a_rows_step, b_rows_step) = (THREADS / a_per_row, THREADS / b_per_row);
+        let (a_copies, b_copies) = (BM * BK / width / THREADS, BK * BN / width / THREADS);
+        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
         let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
-        let b_next_rows = b_k_step as usize * ldb as usize;
+        let (a_next_rows, b_next_rows) =
+            (a_rows_step as usize * lda as usize, b_rows_step as usize * ldb as usize);
         let b_step = BK as usize * ldb as usize;
 
         let smem = dynamic_shared_f32();
-        // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
+        // SAFETY: the dynamic shared memory base; the launch sizes it (the contract).
         let base = unsafe { SharedAddr::of(smem) };
-        let a_dst = base.offset_bytes((first_row * A_LD + first_k) * 4);
+        let a_dst = base.offset_bytes((a_row * A_LD + a_k) * 4);
         let b_dst = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
 
-        // Starts the copies of tile `k0` into the stage at byte offset `stage` as one group.
+        // Starts the copies of tile `k0` into the stage at byte offset `stage` as one group;
+        // past the end of K the group is empty (the ring's wait counts groups, not copies).
         let copy_tile = |stage: u32, k0: u32| {
             // SAFETY: the guards admit only elements inside A and B (the rest is zero-filled);
-            // VEC4's conditions are the host's dispatch (with k a multiple of 4, a 4-vector of
-            // A lies wholly inside or outside). The stage is not read until this group is waited
+            // VEC4's conditions are the host's dispatch (with k and n multiples of 4, a 4-vector
+            // lies wholly inside or outside). The stage is not read until this group is waited
             // for and a barrier passed, nor written while it may still be read (see the module
             // doc).
             unsafe {
-                let copies = if VEC4 { A_COPIES } else { A_VALUES };
-                for j in 0..copies {
-                    let row = first_row + a_rows_step * j;
-                    let dst = a_dst.offset_bytes(stage + a_rows_step * j * A_LD * 4);
-                    let src = a_ptr.wrapping_add(j as usize * a_next_rows);
-                    let ok = row0 + row < m && k0 + first_k < k;
-                    if VEC4 {
-                        cp_async_cg_16(dst, src, ok);
-                    } else {
-                        cp_async_ca_4(dst, src, ok);
+                let copy = |dst: SharedAddr, src: *const f32, ok: bool| {
+                    if VEC4 { cp_async_cg_16(dst, src, ok) } else { cp_async_ca_4(dst, src, ok) }
+                };
+                if k0 < k {
+                    let a_k_ok = k0 + a_k < k;
+                    for j in 0..a_copies {
+                        let dst = a_dst.offset_bytes(stage + a_rows_step * j * A_LD * 4);
+                        let ok = a_k_ok && row0 + a_row + a_rows_step * j < m;
+                        copy(dst, a_ptr.wrapping_add(j as usize * a_next_rows), ok);
                     }
-                }
-                for j in 0..B_COPIES {
-                    let dst = b_dst.offset_bytes(stage + b_k_step * j * BN * 4);
-                    let src = b_ptr.wrapping_add(j as usize * b_next_rows);
-                    let row_ok = k0 + b_k + b_k_step * j < k;
-                    if VEC4 {
-                        cp_async_cg_16(dst, src, row_ok && col0 + b_col < n);
-                    } else {
-                        for i in 0..4 {
-                            let ok = row_ok && col0 + b_col + i < n;
-                            cp_async_ca_4(dst.offset_bytes(i * 4), src.wrapping_add(i as usize), ok);
-                        }
+                    let b_col_ok = col0 + b_col < n;
+                    for j in 0..b_copies {
+                        let dst = b_dst.offset_bytes(stage + b_rows_step * j * BN * 4);
+                        let ok = b_col_ok && k0 + b_k + b_rows_step * j < k;
+                        copy(dst, b_ptr.wrapping_add(j as usize * b_next_rows), ok);
                     }
                 }
                 cp_async_commit_group();
@@ -191,10 +188,44 @@ mod device_code {
         };
         // SAFETY: the whole block runs the pipeline; `copy_tile` commits one group per call.
         unsafe { run_pipeline::<STAGES, STAGE, BK, { STAGES - 2 }>(k, copy_tile, compute) };
-        for (r, acc_row) in acc.iter().enumerate() {
-            let (row, col) = (row0 + ty + 8 * r as u32, col0 + 4 * tx);
-            // SAFETY: C is valid for m x n with ldc; the update skips elements outside it.
-            unsafe { update_c_block(&[*acc_row], row, col, m, n, alpha, beta, c, ldc) };
+        // Each thread's runs of 4 columns start at multiples of 4: where the rows of C are
+        // 16-byte aligned, one 16-byte access each (element by element at C's edges). Else
+        // the tile goes through shared memory first, so that a warp's accesses to C are 32
+        // consecutive floats of a row rather than 4 from each of 8 places in 4 rows.
+        // (Uniform across the block, so the barriers are passed by all its threads.)
+        if c as usize % 16 == 0 && ldc % 4 == 0 {
+            for (r, acc_row) in acc.iter().enumerate() {
+                let (row, col) = (row0 + ty + 8 * r as u32, col0 + 4 * tx);
+                // SAFETY: C is valid for m x n with ldc; the 16-byte update only for a run inside
+                // C from a 16-byte aligned address, the other skips elements outside it.
+                unsafe {
+                    if row < m && col + 4 <= n {
+                        update_c4(c.wrapping_add(offset(row, col, ldc)), alpha, *acc_row, beta);
+                    } else {
+                        update_c_block(&[*acc_row], row, col, m, n, alpha, beta, c, ldc);
+                    }
+                }
+            }
+        } else {
+            // Every warp is past its last read of the stages, which become the tile of C
+            // (`BM x BN`, rows BN floats apart).
+            sync_threads();
+            for (r, acc_row) in acc.iter().enumerate() {
+                let (row, col) = (ty + 8 * r as u32, 4 * tx);
+                // SAFETY: inside the tile, 16-byte aligned; one writer a slot.
+                unsafe { st_shared_v4_f32(base.offset_bytes((row * BN + col) * 4), F32x4(*acc_row)) };
+            }
+            sync_threads();
+            for i in 0..BM * BN / THREADS {
+                let (row, col) = ((tid + THREADS * i) / BN, (tid + THREADS * i) % BN);
+                if row0 + row < m && col0 + col < n {
+                    // SAFETY: written before the barrier; the element is inside C.
+                    unsafe {
+                        let x = ld_shared_f32(base.offset_bytes((row * BN + col) * 4));
+                        update_c(c.add(offset(row0 + row, col0 + col, ldc)), alpha, x, beta);
+                    }
+                }
+            }
         }
     }
 
