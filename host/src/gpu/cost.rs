@@ -40,9 +40,10 @@
 //! `narrow.fixed` chosen on narrow and short products timed the same way, and the terms of
 //! further members fitted to `specialized`'s batches of several members a block (the data and
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
-//! the tensor cores", "Several members per block", "`tiny_tile`'s copies of `A`" and "rows that
-//! are not whole 4-vectors in the cost model"). On other GPUs the wave and SM counts come from the device and the
-//! coefficients stay the H100's: the choice needs only the kernels' ranking.
+//! the tensor cores", "Several members per block", "rows that are not whole 4-vectors in the cost
+//! model" and "`tiny_tile`'s copies and epilogue, its refit"). On other GPUs the wave and SM
+//! counts come from the device and the coefficients stay the H100's: the choice needs only the
+//! kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
