@@ -30,7 +30,8 @@
 //! `t`, after its copies are waited for, it both publishes tile `t` and proves every warp done
 //! with tile `t - 1`, whose stage the copies of tile `t + STAGES - 1` then overwrite; the
 //! groups of tiles past the end of `K` are empty. The epilogue writes each thread's 4 x 4 block
-//! straight to `C`, a 16-byte access a row where `C`'s rows are 16-byte aligned.
+//! straight to `C`, a 16-byte access a row, where `C`'s rows are 16-byte aligned; elsewhere the
+//! tile goes through shared memory, so that a warp writes rows of 32 consecutive floats.
 //!
 //! [`run_pipeline`]: crate::infra::device::run_pipeline
 //!
@@ -92,7 +93,7 @@ const _: () = assert!(
 );
 
 #[cfg(all(target_arch = "nvptx64", not(feature = "ladder")))]
-pub(crate) mod device_code {
+mod device_code {
     use super::{A_LD, A_TILE, BK, BM, BN, STAGE, STAGES, THREADS};
     use crate::infra::device::*;
     use crate::infra::ptx::{
@@ -127,7 +128,7 @@ pub(crate) mod device_code {
         let b_step = BK as usize * ldb as usize;
 
         let smem = dynamic_shared_f32();
-        // SAFETY: the dynamic shared memory base; the launch sizes it (the contract).
+        // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
         let a_dst = base.offset_bytes((a_row * A_LD + a_k) * 4);
         let b_dst = base.offset_bytes(A_TILE + (b_k * BN + b_col) * 4);
