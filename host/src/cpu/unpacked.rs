@@ -277,28 +277,46 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
 }
 
 /// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns; the first
-/// one prefetches `next_a` (see [`tile`]).
+/// one prefetches `next_a` (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
+/// last tile of at most one vector after a whole one is joined to it as one tile of `NW`
+/// vectors: each step of a tile broadcasts its `R` values of `A` once for all its vectors, so a
+/// tile of one vector would broadcast as often as it multiplies.
 ///
 /// # Safety
 /// As [`tile`], for all `n` columns.
 #[inline(always)]
-unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize>(
+unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize>(
     o: Operands,
     n: usize,
     next_a: Option<*const f32>,
 ) {
+    const { assert!(NW == NV || NW == NV + 1, "a joined tile is one vector wider") };
     let nr = NV * S::LANES;
-    for j in (0..n).step_by(nr) {
+    let last = n % nr;
+    let joined = NW > NV && n > nr && last != 0 && last <= S::LANES;
+    let separate = if joined { n - last - nr } else { n };
+    let at = |j: usize| Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
+    for j in (0..separate).step_by(nr) {
         let cols = nr.min(n - j);
         let next = if j == 0 { next_a } else { None };
-        let o = Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(o, cols, next);
+                tile::<S, R, NV, false>(at(j), cols, next);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(o, cols, next);
+                tile::<S, R, 1, true>(at(j), cols, next);
             } else {
-                tile::<S, R, NV, true>(o, cols, next);
+                tile::<S, R, NV, true>(at(j), cols, next);
+            }
+        }
+    }
+    if joined {
+        let (j, cols) = (separate, n - separate);
+        let next = if j == 0 { next_a } else { None };
+        unsafe {
+            if cols == NW * S::LANES {
+                tile::<S, R, NW, false>(at(j), cols, next);
+            } else {
+                tile::<S, R, NW, true>(at(j), cols, next);
             }
         }
     }
@@ -354,10 +372,11 @@ fn rows_of_b_apart(b: &MatRef, rows_of_tiles: usize) -> usize {
 }
 
 /// Defines `$name`, an [`UnpackedFn`]: tiles of `$mr` rows (and of each height below, for the
-/// last rows) by `$nv` vectors of `$simd`, compiled under `$attr` (the instruction set's
-/// `target_feature`, which the inlined tiles inherit).
+/// last rows) by `$nv` vectors of `$simd`, a last one-vector tile joined to the one before as
+/// `$nw` vectors ([`row_of_tiles`]; `$nw = $nv`: never), compiled under `$attr` (the instruction
+/// set's `target_feature`, which the inlined tiles inherit).
 macro_rules! unpacked {
-    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal, shorter $($r:literal)*) => {
+    ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal, joined $nw:literal, shorter $($r:literal)*) => {
         $(#[$attr])*
         unsafe fn $name(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
             let (m, n, k) = (c.rows, c.cols, a.cols);
@@ -385,8 +404,8 @@ macro_rules! unpacked {
                     // columns of B's k rows lie inside them; the caller detected the CPU.
                     unsafe {
                         match m - i {
-                            $($r => row_of_tiles::<$simd, $r, $nv>(o, n, next_a),)*
-                            _ => row_of_tiles::<$simd, $mr, $nv>(o, n, next_a),
+                            $($r => row_of_tiles::<$simd, $r, $nv, $nw>(o, n, next_a),)*
+                            _ => row_of_tiles::<$simd, $mr, $nv, $nw>(o, n, next_a),
                         }
                     }
                 }
@@ -395,9 +414,9 @@ macro_rules! unpacked {
     };
 }
 
-unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2, shorter 1 2 3 4 5 6 7);
-unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2, shorter 1 2 3 4 5);
-unpacked!(portable_4x8: Portable, 4 x 1, shorter 1 2 3);
+unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx512f")] avx512_8x32: Avx512, 8 x 2, joined 3, shorter 1 2 3 4 5 6 7);
+unpacked!(#[cfg(target_arch = "x86_64")] #[target_feature(enable = "avx2,fma")] avx2_6x16: Avx2, 6 x 2, joined 2, shorter 1 2 3 4 5);
+unpacked!(portable_4x8: Portable, 4 x 1, joined 1, shorter 1 2 3);
 
 /// The unpacked kernel beside the AVX-512 microkernel: the same `8 x 32` tile.
 #[cfg(target_arch = "x86_64")]
@@ -534,8 +553,19 @@ mod tests {
         let layouts = [Layout::RowMajor, Layout::ColMajor];
         for (small, uk) in kernels() {
             // Every height below a tile's and every width across one and two vectors, with
-            // and without a full tile beside them; k within one packed block.
-            for (m, n, k) in [(1, 1, 1), (7, 5, 3), (9, 17, 8), (13, 33, 31), (17, 40, 64), (3, 70, 5)] {
+            // and without a full tile beside them, and last tiles joined to the one before
+            // (whole or cut by the edge, after another tile or not); k within one packed block.
+            let shapes = [
+                (1, 1, 1),
+                (7, 5, 3),
+                (9, 17, 8),
+                (13, 33, 31),
+                (17, 40, 64),
+                (3, 70, 5),
+                (9, 48, 16),
+                (5, 80, 7),
+            ];
+            for (m, n, k) in shapes {
                 for (la, lb, beta) in [(0, 0, 0.0), (1, 0, 0.5), (0, 1, 1.0), (1, 1, -2.0), (0, 0, 0.3)] {
                     // C row-major inside a larger buffer; NaN where beta == 0 must not read.
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
