@@ -270,8 +270,8 @@ mod tests {
             // One-wave batches of 128-class members: 32 x 32 tiles, four blocks an SM.
             (32, (128, 128, 128), "tiny_tile"),
             (32, (128, 128, 64), "tiny_tile"),
-            // The same on the tensor cores (which pad copies of A and B there): two waves of
-            // 128 x 128 tiles on f32 FMAs.
+            // Rows not of whole 4-vectors on the tensor cores too (which pad copies of A and B
+            // there): two waves of 128 x 128 tiles on f32 FMAs.
             (1, (4488, 860, 85), "split_k"),
             // Deep and narrow: a few blocks of 32 x 32, one an SM.
             (1, (27, 72, 19434), "tiny_tile"),
