@@ -294,31 +294,26 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
     let nr = NV * S::LANES;
     let last = n % nr;
     let joined = NW > NV && n > nr && last != 0 && last <= S::LANES;
-    let separate = if joined { n - last - nr } else { n };
-    let at = |j: usize| Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
-    for j in (0..separate).step_by(nr) {
-        let cols = nr.min(n - j);
+    let mut j = 0;
+    while j < n {
+        // The last two tiles are one where they are joined: the only tile wider than `nr`.
+        let cols = if joined && n - j < 2 * nr { n - j } else { nr.min(n - j) };
+        let o = Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
         let next = if j == 0 { next_a } else { None };
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(at(j), cols, next);
+                tile::<S, R, NV, false>(o, cols, next);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(at(j), cols, next);
+                tile::<S, R, 1, true>(o, cols, next);
+            } else if cols < nr {
+                tile::<S, R, NV, true>(o, cols, next);
+            } else if cols == NW * S::LANES {
+                tile::<S, R, NW, false>(o, cols, next);
             } else {
-                tile::<S, R, NV, true>(at(j), cols, next);
+                tile::<S, R, NW, true>(o, cols, next);
             }
         }
-    }
-    if joined {
-        let (j, cols) = (separate, n - separate);
-        let next = if j == 0 { next_a } else { None };
-        unsafe {
-            if cols == NW * S::LANES {
-                tile::<S, R, NW, false>(at(j), cols, next);
-            } else {
-                tile::<S, R, NW, true>(at(j), cols, next);
-            }
-        }
+        j += cols;
     }
 }
 
