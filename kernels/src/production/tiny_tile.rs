@@ -104,7 +104,8 @@ mod device_code {
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); `VEC4`: the host's 16-byte
     /// conditions (`a` and `b` 16-byte aligned, `lda`, `ldb`, `k` and `n` multiples of 4).
     #[inline(always)]
-    unsafe fn gemm<const VEC4: bool>(GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs) {
+    unsafe fn gemm<const VEC4: bool>(args: GemmArgs) {
+        let GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc } = args;
         let tid = thread_x();
         let (ty, tx) = (tid / (BN / 4), tid % (BN / 4));
         let (row0, col0) = (block_y() * BM, block_x() * BN);
@@ -194,7 +195,7 @@ mod device_code {
         // the tile goes through shared memory first, so that a warp's accesses to C are 32
         // consecutive floats of a row rather than 4 from each of 8 places in 4 rows.
         // (Uniform across the block, so the barriers are passed by all its threads.)
-        if c as usize % 16 == 0 && ldc % 4 == 0 {
+        if c_rows_aligned(&args) {
             for (r, acc_row) in acc.iter().enumerate() {
                 let (row, col) = (row0 + ty + 8 * r as u32, col0 + 4 * tx);
                 // SAFETY: C is valid for m x n with ldc; the 16-byte update only for a run inside
