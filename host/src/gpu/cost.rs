@@ -11,6 +11,7 @@
 //!   + ceil(blocks / SMs) x per_sm_depth x d / 32           the SM's throughput, shared
 //!   + per_partial x slices m n [slices > 1] + per_output x m n
 //!   + waves x (members - 1) x (next_member.fixed + next_member.depth x d / 32)
+//!                                          x next_member.scalar [rows not of whole 4-vectors]
 //! ```
 //!
 //! - `waves = ceil(blocks / slots)` rounds of resident blocks (`slots`: `SMs x blocks per SM`).
@@ -24,7 +25,9 @@
 //! - A kernel that computes several members of a batch per block in turn
 //!   (`KernelSpec::members_per_block`, as many as `Gpu`'s launch gives each block, `members`)
 //!   launches fewer blocks, so fewer waves; each further member of a block costs less than a
-//!   wave, since its copies start while the member before it finishes.
+//!   wave, since its copies start while the member before it finishes. With rows that are not
+//!   whole 4-vectors (below) each further member costs `next_member.scalar` times as much: its
+//!   4-byte copies are most of a short member's work, and nothing overlaps them.
 //! - Where `k` or `n` is not a multiple of 4 (rows of `A` or `B` that are not whole
 //!   4-vectors), a kernel runs its 4-byte entry, whose copies of the tiles are slower, or (the
 //!   tensor-core kernel on products large enough, [`KernelSpec::padding`]) pads copies of the
@@ -68,11 +71,13 @@ pub(crate) struct Cost {
 }
 
 /// What each further member of a block costs a kernel that computes several in turn, per wave:
-/// `fixed + depth x d / 32` microseconds.
+/// `fixed + depth x d / 32` microseconds, times `scalar` where the shape's rows are not whole
+/// 4-vectors.
 #[derive(Clone, Copy, Debug)]
 struct NextMember {
     fixed: f64,
     depth: f64,
+    scalar: f64,
 }
 
 /// How a kernel multiplies a `C` narrower than its tile: the columns it multiplies for a given
@@ -96,7 +101,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_partial: 4.602,
             per_output: 0.235,
             scalar_sm_depth: 1.445,
-            next_member: Some(NextMember { fixed: 1.3, depth: 1.08 }),
+            next_member: Some(NextMember { fixed: 1.3, depth: 1.08, scalar: 1.83 }),
             narrow: Some(Narrow { width: specialized::multiplied_width, fixed: 0.3 }),
         },
     ),
@@ -215,7 +220,8 @@ impl Cost {
         let depth = k.div_ceil(slices) as f64 / 32.0 * narrowed;
         // Rows of A and B of whole 4-vectors: contiguous operands take the 16-byte entry as
         // they are.
-        let sm_depth = if k.is_multiple_of(4) && n.is_multiple_of(4) { 1.0 } else { self.scalar_sm_depth };
+        let whole_vectors = k.is_multiple_of(4) && n.is_multiple_of(4);
+        let sm_depth = if whole_vectors { 1.0 } else { self.scalar_sm_depth };
         let outputs = (m * n) as f64 * batch as f64 / 1e6;
         let split = slices > 1;
         self.launch
@@ -223,9 +229,10 @@ impl Cost {
             + waves * (self.per_wave + self.per_wave_depth * depth)
             + per_sm * self.per_sm_depth * sm_depth * depth
             + self.per_output * outputs
-            + self
-                .next_member
-                .map_or(0.0, |next| waves * (members - 1) as f64 * (next.fixed + next.depth * depth))
+            + self.next_member.map_or(0.0, |next| {
+                let scalar = if whole_vectors { 1.0 } else { next.scalar };
+                waves * (members - 1) as f64 * (next.fixed + next.depth * depth) * scalar
+            })
     }
 }
 
@@ -283,6 +290,10 @@ mod tests {
             (32, (384, 384, 64), "specialized"),
             (256, (128, 128, 64), "specialized"),
             (256, (200, 300, 48), "specialized"),
+            // ... but not short members whose rows are not whole 4-vectors: each further
+            // member's 4-byte copies cost the tensor-core kernel as much as the FFMA tiles.
+            (256, (127, 129, 65), "small_tile"),
+            (1024, (130, 70, 190), "tiny_tile"),
         ] {
             assert_eq!(pick(batch, shape, &all), expected, "{batch} x {shape:?}");
         }
