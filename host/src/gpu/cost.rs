@@ -45,8 +45,9 @@
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
 //! the tensor cores", "Several members per block", "rows that are not whole 4-vectors in the cost
 //! model", "`tiny_tile`'s copies and epilogue, its refit" and "Deep products in `tiny_tile`'s
-//! fit"). On other GPUs the wave and SM counts come from the device and the coefficients stay
-//! the H100's: the choice needs only the kernels' ranking.
+//! fit" with its further members of 4-byte rows). On other GPUs the wave and SM counts come
+//! from the device and the coefficients stay the H100's: the choice needs only the kernels'
+//! ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
