@@ -45,9 +45,8 @@
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
 //! the tensor cores", "Several members per block", "rows that are not whole 4-vectors in the cost
 //! model", "`tiny_tile`'s copies and epilogue, its refit" and "Deep products in `tiny_tile`'s
-//! fit" with its further members of 4-byte rows). On other GPUs the wave and SM counts come
-//! from the device and the coefficients stay the H100's: the choice needs only the kernels'
-//! ranking.
+//! fit", which also fits `next_member.scalar`). On other GPUs the wave and SM counts come from
+//! the device and the coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
@@ -291,8 +290,8 @@ mod tests {
             (32, (384, 384, 64), "specialized"),
             (256, (128, 128, 64), "specialized"),
             (256, (200, 300, 48), "specialized"),
-            // ... but not short members whose rows are not whole 4-vectors: each further
-            // member's 4-byte copies cost the tensor-core kernel as much as the FFMA tiles.
+            // ... but not short members whose rows are not whole 4-vectors: there the 4-byte
+            // copies of each further member leave the tensor-core kernel behind the FFMA tiles.
             (256, (127, 129, 65), "small_tile"),
             (1024, (130, 70, 190), "tiny_tile"),
         ] {
