@@ -62,6 +62,33 @@ pub(crate) mod device_code {
     use crate::ladder::double_buffering::device_code::gemm;
     use crate::ladder::warp_tile::WARPS_N;
 
+    /// The sum of the `slices` values `stride` apart from `at`, added in order from the first
+    /// (from `0.0`), loaded `G` at a time: each group's loads are all issued before the first
+    /// of its additions waits for one, so a thread waits for memory once a group instead of
+    /// once a value.
+    ///
+    /// # Safety
+    /// `at + z stride` is readable for every `z < slices`.
+    #[inline(always)]
+    unsafe fn sum_partials<const G: usize>(at: *const f32, stride: usize, slices: u32) -> f32 {
+        let mut sum = 0.0f32;
+        let mut first = 0;
+        while first < slices {
+            let in_group = |i: usize| first + (i as u32) < slices;
+            // SAFETY: only z < slices is read (the caller's contract).
+            let values: [f32; G] = core::array::from_fn(|i| {
+                if in_group(i) { unsafe { *at.wrapping_add((first as usize + i) * stride) } } else { 0.0 }
+            });
+            for (i, &value) in values.iter().enumerate() {
+                if in_group(i) {
+                    sum += value;
+                }
+            }
+            first += G as u32;
+        }
+        sum
+    }
+
     /// One K slice of a split-K launch (the batch member `blockIdx.z`): `double_buffered`
     /// into that slice's partial of the workspace.
     ///
@@ -105,12 +132,17 @@ pub(crate) mod device_code {
         let (row, col) = element(&REDUCE);
         if row < m && col < n {
             let stride = m as usize * n as usize;
-            let mut sum = 0.0f32;
+            let at = workspace.wrapping_add(offset(row, col, n));
             // SAFETY: row < m, col < n, p < tail: inside every partial, A's tail and B's tail.
             unsafe {
-                for z in 0..slices {
-                    sum += *workspace.add(z as usize * stride + offset(row, col, n));
-                }
+                // A group as large as the slices (up to `Gpu`'s most, 32): a thread waits for
+                // memory once, and issues few loads that its guards then drop.
+                let sum = match slices {
+                    ..=4 => sum_partials::<4>(at, stride, slices),
+                    5..=8 => sum_partials::<8>(at, stride, slices),
+                    9..=16 => sum_partials::<16>(at, stride, slices),
+                    _ => sum_partials::<32>(at, stride, slices),
+                };
                 let rest = dot(tail, a, lda, b, ldb, row, col);
                 update_c(c.add(offset(row, col, ldc)), alpha, sum + rest, beta);
             }
