@@ -62,31 +62,56 @@ pub(crate) mod device_code {
     use crate::ladder::double_buffering::device_code::gemm;
     use crate::ladder::warp_tile::WARPS_N;
 
-    /// The sum of the `slices` values `stride` apart from `at`, added in order from the first
-    /// (from `0.0`), loaded `G` at a time: each group's loads are all issued before the first
-    /// of its additions waits for one, so a thread waits for memory once a group instead of
-    /// once a value.
+    /// `fold(.. fold(fold(0.0, load(0)), load(1)) .., load(count - 1))`: a running sum
+    /// folded over `count` loaded terms in order, the terms loaded `G` at a time, each group's
+    /// loads all issued before the first of its folds waits for one, so a thread waits for
+    /// memory once a group instead of once a term.
     ///
     /// # Safety
-    /// `at + z stride` is readable for every `z < slices`.
+    /// `load(i)` may be called for every `i < count`.
     #[inline(always)]
-    unsafe fn sum_partials<const G: usize>(at: *const f32, stride: usize, slices: u32) -> f32 {
+    unsafe fn fold_in_groups<const G: usize, T: Copy + Default>(
+        count: u32,
+        load: impl Fn(u32) -> T,
+        fold: impl Fn(f32, T) -> f32,
+    ) -> f32 {
         let mut sum = 0.0f32;
         let mut first = 0;
-        while first < slices {
-            let in_group = |i: usize| first + (i as u32) < slices;
-            // SAFETY: only z < slices is read (the caller's contract).
-            let values: [f32; G] = core::array::from_fn(|i| {
-                if in_group(i) { unsafe { *at.wrapping_add((first as usize + i) * stride) } } else { 0.0 }
-            });
-            for (i, &value) in values.iter().enumerate() {
+        while first < count {
+            let in_group = |i: usize| first + (i as u32) < count;
+            let terms: [T; G] =
+                core::array::from_fn(|i| if in_group(i) { load(first + i as u32) } else { T::default() });
+            for (i, &term) in terms.iter().enumerate() {
                 if in_group(i) {
-                    sum += value;
+                    sum = fold(sum, term);
                 }
             }
             first += G as u32;
         }
         sum
+    }
+
+    /// [`fold_in_groups`] with groups as large as `count` needs, up to 32 (`Gpu`'s most K
+    /// slices): a thread waits for memory once where `count <= 32`, and issues few loads that
+    /// its guards then drop.
+    ///
+    /// # Safety
+    /// [`fold_in_groups`]'s.
+    #[inline(always)]
+    unsafe fn fold_grouped<T: Copy + Default>(
+        count: u32,
+        load: impl Fn(u32) -> T,
+        fold: impl Fn(f32, T) -> f32,
+    ) -> f32 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match count {
+                ..=4 => fold_in_groups::<4, T>(count, load, fold),
+                5..=8 => fold_in_groups::<8, T>(count, load, fold),
+                9..=16 => fold_in_groups::<16, T>(count, load, fold),
+                _ => fold_in_groups::<32, T>(count, load, fold),
+            }
+        }
     }
 
     /// One K slice of a split-K launch (the batch member `blockIdx.z`): `double_buffered`
@@ -133,17 +158,19 @@ pub(crate) mod device_code {
         if row < m && col < n {
             let stride = m as usize * n as usize;
             let at = workspace.wrapping_add(offset(row, col, n));
-            // SAFETY: row < m, col < n, p < tail: inside every partial, A's tail and B's tail.
+            // SAFETY: row < m, col < n, z < slices, p < tail: inside every partial, A's tail
+            // and B's tail.
             unsafe {
-                // A group as large as the slices (up to `Gpu`'s most, 32): a thread waits for
-                // memory once, and issues few loads that its guards then drop.
-                let sum = match slices {
-                    ..=4 => sum_partials::<4>(at, stride, slices),
-                    5..=8 => sum_partials::<8>(at, stride, slices),
-                    9..=16 => sum_partials::<16>(at, stride, slices),
-                    _ => sum_partials::<32>(at, stride, slices),
+                let sum = fold_grouped(slices, |z| *at.add(z as usize * stride), |sum, x| sum + x);
+                // The columns the slices left over, one FMA each in order, as `dot` does, in
+                // groups of at most 8 (two values a term: larger groups would cost the
+                // kernel's occupancy more registers than the rare long tail is worth).
+                let load = |p| (*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)));
+                let fma_term = |sum, (x, y)| fma(x, y, sum);
+                let rest = match tail {
+                    ..=4 => fold_in_groups::<4, _>(tail, load, fma_term),
+                    _ => fold_in_groups::<8, _>(tail, load, fma_term),
                 };
-                let rest = dot(tail, a, lda, b, ldb, row, col);
                 update_c(c.add(offset(row, col, ldc)), alpha, sum + rest, beta);
             }
         }
