@@ -44,8 +44,9 @@
 //! further members fitted to `specialized`'s batches of several members a block (the data and
 //! the fits: `docs/performance-notes.md`, "the tile kernel by predicted time", "Narrow tiles on
 //! the tensor cores", "Several members per block", "rows that are not whole 4-vectors in the cost
-//! model", "`tiny_tile`'s copies and epilogue, its refit" and "Deep products in `tiny_tile`'s
-//! fit", which also fits `next_member.scalar`). On other GPUs the wave and SM counts come from
+//! model", "`tiny_tile`'s copies and epilogue, its refit", "Deep products in `tiny_tile`'s
+//! fit", which also fits `next_member.scalar`, and "The split-K reduction's loads", which refits
+//! `split_k`'s `per_partial`). On other GPUs the wave and SM counts come from
 //! the device and the coefficients stay the H100's: the choice needs only the kernels' ranking.
 
 use sgemm_kernels::KernelSpec;
@@ -113,7 +114,7 @@ const COSTS: [(&str, Cost); 4] = [
             per_wave: 3.408,
             per_wave_depth: 1.481,
             per_sm_depth: 2.164,
-            per_partial: 3.285,
+            per_partial: 1.933,
             per_output: 0.844,
             scalar_sm_depth: 1.0,
             next_member: None,
@@ -297,8 +298,10 @@ mod tests {
         ] {
             assert_eq!(pick(batch, shape, &all), expected, "{batch} x {shape:?}");
         }
-        // Without the tensor-core kernel, a full grid of 128 x 128 tiles.
+        // Without the tensor-core kernel, a full grid of 128 x 128 tiles ...
         assert_eq!(pick(1, (4096, 4096, 4096), &ffma), "split_k");
+        // ... and 64 of them on 4 K slices, whose partials the reduction reads in one wait.
+        assert_eq!(pick(1, (1024, 1024, 1024), &ffma), "split_k");
     }
 
     #[test]
