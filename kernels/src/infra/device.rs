@@ -180,8 +180,97 @@ pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
     }
 }
 
+/// What an update of the `W` adjacent outputs from `ptr` reads: their values in `C`, or zeros
+/// when `beta == 0` (`C` not read). `WIDE`: one `4 W`-byte load (`W` of 2 or 4), else `W`
+/// 4-byte loads.
+///
+/// An epilogue that updates many outputs reads all of them with this before it writes any with
+/// [`write_c`] ([`update_c_runs`]): a read of `C` that follows a write to `C` cannot be moved
+/// above it (nothing tells the compiler the two elements differ), so updating outputs one after
+/// another waits for memory once per output instead of once.
+///
+/// # Safety
+/// The `W` outputs are inside `C`; with `WIDE`, `ptr` is `4 W`-byte aligned.
+#[inline(always)]
+pub unsafe fn read_c<const W: usize, const WIDE: bool>(ptr: *const f32, beta: f32) -> [f32; W] {
+    if beta == 0.0 {
+        return [0.0; W];
+    }
+    // SAFETY: the contract.
+    unsafe {
+        match (WIDE, W) {
+            (true, 4) => {
+                let v = ld_global_v4_f32(ptr).0;
+                core::array::from_fn(|i| v[i])
+            }
+            (true, 2) => {
+                let v = ld_global_v2_f32(ptr);
+                core::array::from_fn(|i| v[i])
+            }
+            _ => core::array::from_fn(|i| *ptr.add(i)),
+        }
+    }
+}
+
+/// Writes `alpha * x + beta * old` (`alpha * x` when `beta == 0`) to the `W` adjacent outputs
+/// from `ptr`, `old` from [`read_c`]; `WIDE` as there.
+///
+/// # Safety
+/// As [`read_c`].
+#[inline(always)]
+pub unsafe fn write_c<const W: usize, const WIDE: bool>(
+    ptr: *mut f32,
+    alpha: f32,
+    x: [f32; W],
+    beta: f32,
+    old: [f32; W],
+) {
+    let y: [f32; W] =
+        core::array::from_fn(|i| if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) });
+    // SAFETY: the contract.
+    unsafe {
+        match (WIDE, W) {
+            (true, 4) => st_global_v4_f32(ptr, F32x4(core::array::from_fn(|i| y[i]))),
+            (true, 2) => st_global_v2_f32(ptr, core::array::from_fn(|i| y[i])),
+            _ => {
+                for (i, &v) in y.iter().enumerate() {
+                    *ptr.add(i) = v;
+                }
+            }
+        }
+    }
+}
+
+/// [`update_c`] for `N` runs of `W` adjacent outputs: run `i` from `at(i)` gets `alpha * x[i] +
+/// beta * C`, and is skipped where `inside(i)` is false. Every read of `C` comes before the first
+/// write ([`read_c`] says why), so the thread waits for memory once for all `N`.
+///
+/// # Safety
+/// For every `i` with `inside(i)`: run `i` lies inside `C` and is no other run's; with `WIDE`,
+/// `at(i)` is `4 W`-byte aligned.
+#[inline(always)]
+pub unsafe fn update_c_runs<const W: usize, const WIDE: bool, const N: usize>(
+    at: impl Fn(usize) -> *mut f32,
+    inside: impl Fn(usize) -> bool,
+    alpha: f32,
+    x: &[[f32; W]; N],
+    beta: f32,
+) {
+    // SAFETY: the contract.
+    unsafe {
+        let old: [[f32; W]; N] =
+            core::array::from_fn(|i| if inside(i) { read_c::<W, WIDE>(at(i), beta) } else { [0.0; W] });
+        for (i, (&x, &old)) in x.iter().zip(&old).enumerate() {
+            if inside(i) {
+                write_c::<W, WIDE>(at(i), alpha, x, beta, old);
+            }
+        }
+    }
+}
+
 /// Whether every pair of columns `(2 i, 2 i + 1)` in a row of `C` is one 8-byte aligned pair
-/// (`c` 8-byte aligned and `ldc` even), so that [`update_c_pair`] may use 8-byte accesses.
+/// (`c` 8-byte aligned and `ldc` even), so that pairs of outputs may be read and written 8 bytes
+/// at a time ([`read_c`], [`write_c`]).
 #[inline(always)]
 pub fn c_pairs_aligned(args: &GemmArgs) -> bool {
     args.c as usize % 8 == 0 && args.ldc % 2 == 0
@@ -199,58 +288,6 @@ pub fn c_rows_on_sectors(args: &GemmArgs) -> bool {
 #[inline(always)]
 pub fn c_rows_aligned(args: &GemmArgs) -> bool {
     args.c as usize % 16 == 0 && args.ldc % 4 == 0
-}
-
-/// [`update_c`] for the two adjacent outputs `C[row][col]` and `C[row][col + 1]`, which get
-/// `alpha * x[i] + beta * C` (`C` not read when `BETA_ZERO`; the caller passes
-/// `BETA_ZERO == (beta == 0)`): one 8-byte load and store when `ALIGNED`, else two 4-byte
-/// ones, and no branch either way.
-///
-/// # Safety
-/// Both outputs are inside `C` (`row < m`, `col + 1 < n`); with `ALIGNED`, `col` is even and
-/// [`c_pairs_aligned`] holds.
-#[inline(always)]
-pub unsafe fn update_c_pair<const BETA_ZERO: bool, const ALIGNED: bool>(
-    args: &GemmArgs,
-    row: u32,
-    col: u32,
-    x: [f32; 2],
-) {
-    let GemmArgs { alpha, beta, c, ldc, .. } = *args;
-    let ptr = c.wrapping_add(offset(row, col, ldc));
-    // SAFETY: the contract: both elements are inside C, and 8-byte aligned when ALIGNED.
-    unsafe {
-        let old = match (BETA_ZERO, ALIGNED) {
-            (true, _) => [0.0; 2],
-            (false, true) => ld_global_v2_f32(ptr),
-            (false, false) => [*ptr, *ptr.add(1)],
-        };
-        let y = [0, 1].map(|i| if BETA_ZERO { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) });
-        if ALIGNED {
-            st_global_v2_f32(ptr, y);
-        } else {
-            *ptr = y[0];
-            *ptr.add(1) = y[1];
-        }
-    }
-}
-
-/// [`update_c`] for the four adjacent outputs from `ptr`: one 16-byte load (none when
-/// `beta == 0`) and one 16-byte store.
-///
-/// # Safety
-/// `ptr` is 16-byte aligned and the four outputs from it are inside `C`.
-#[inline(always)]
-pub unsafe fn update_c4(ptr: *mut f32, alpha: f32, x: [f32; 4], beta: f32) {
-    // SAFETY: the contract.
-    unsafe {
-        let old = if beta == 0.0 { [0.0; 4] } else { ld_global_v4_f32(ptr).0 };
-        let y =
-            core::array::from_fn(
-                |i| if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) },
-            );
-        st_global_v4_f32(ptr, F32x4(y));
-    }
 }
 
 /// Whether every value of `xs` is finite: `x * 0` is `±0` for a finite `x` and NaN for an
@@ -392,12 +429,12 @@ pub unsafe fn update_c_block<const TM: usize, const TN: usize>(
 ) {
     for (i, acc_row) in acc.iter().enumerate() {
         let r = row + i as u32;
-        for (j, acc) in acc_row.iter().enumerate() {
-            let col = col + j as u32;
-            if r < m && col < n {
-                // SAFETY: r < m, col < n: inside C.
-                unsafe { update_c(c.add(offset(r, col, ldc)), alpha, *acc, beta) };
-            }
+        let x = acc_row.map(|v| [v]);
+        // SAFETY: only (r, col + j) with r < m, col + j < n: inside C. Each row's reads of C
+        // come before its writes (`read_c`).
+        unsafe {
+            let at = |j: usize| c.wrapping_add(offset(r, col + j as u32, ldc));
+            update_c_runs::<1, false, TN>(at, |j| r < m && col + (j as u32) < n, alpha, &x, beta);
         }
     }
 }

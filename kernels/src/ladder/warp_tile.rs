@@ -82,7 +82,7 @@ pub use device_code::*;
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
     use super::{STAGE_BYTES, STAGE_LD, WARP_N, a_ld, a_tile, bn, warp_m};
-    use crate::infra::device::{offset, update_c};
+    use crate::infra::device::{offset, update_c_runs};
     use crate::infra::ptx::{
         F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp,
     };
@@ -212,12 +212,22 @@ mod device_code {
                         }
                         sync_warp();
                         let col = col0 + warp_col + j as u32 * 32 + lane;
-                        for r in 0..16 {
-                            let row = row0 + warp_row + i as u32 * 16 + r;
-                            let v = ld_shared_f32(stage.offset_bytes((r * STAGE_LD + lane) * 4));
-                            if row < m && col < n {
-                                update_c(c.add(offset(row, col, ldc)), alpha, v, beta);
-                            }
+                        // The 16 rows in halves, each half's reads of C before its writes
+                        // (`read_c`): all 16 at once would not fit the 128 x 128 tile's
+                        // registers.
+                        for half in 0..2 {
+                            let r = |h: usize| half * 8 + h as u32;
+                            let row = |h: usize| row0 + warp_row + i as u32 * 16 + r(h);
+                            let x: [[f32; 1]; 8] = core::array::from_fn(|h| {
+                                [ld_shared_f32(stage.offset_bytes((r(h) * STAGE_LD + lane) * 4))]
+                            });
+                            update_c_runs::<1, false, 8>(
+                                |h| c.wrapping_add(offset(row(h), col, ldc)),
+                                |h| row(h) < m && col < n,
+                                alpha,
+                                &x,
+                                beta,
+                            );
                         }
                         sync_warp();
                     }

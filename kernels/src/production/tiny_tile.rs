@@ -196,15 +196,17 @@ mod device_code {
         // consecutive floats of a row rather than 4 from each of 8 places in 4 rows.
         // (Uniform across the block, so the barriers are passed by all its threads.)
         if c_rows_aligned(&args) {
-            for (r, acc_row) in acc.iter().enumerate() {
-                let (row, col) = (row0 + ty + 8 * r as u32, col0 + 4 * tx);
-                // SAFETY: C is valid for m x n with ldc; the 16-byte update only for a run inside
-                // C from a 16-byte aligned address, the other skips elements outside it.
-                unsafe {
-                    if row < m && col + 4 <= n {
-                        update_c4(c.wrapping_add(offset(row, col, ldc)), alpha, *acc_row, beta);
-                    } else {
-                        update_c_block(&[*acc_row], row, col, m, n, alpha, beta, c, ldc);
+            let (row, col) = (|r: usize| row0 + ty + 8 * r as u32, col0 + 4 * tx);
+            let whole = |r: usize| row(r) < m && col + 4 <= n;
+            // SAFETY: C is valid for m x n with ldc; the 16-byte updates only for runs inside C
+            // from 16-byte aligned addresses (all rows' reads of C before their writes,
+            // `read_c`), the others skip elements outside it.
+            unsafe {
+                let at = |r: usize| c.wrapping_add(offset(row(r), col, ldc));
+                update_c_runs::<4, true, 4>(at, whole, alpha, &acc, beta);
+                for (r, acc_row) in acc.iter().enumerate() {
+                    if !whole(r) {
+                        update_c_block(&[*acc_row], row(r), col, m, n, alpha, beta, c, ldc);
                     }
                 }
             }
@@ -218,16 +220,24 @@ mod device_code {
                 unsafe { st_shared_v4_f32(base.offset_bytes((row * BN + col) * 4), F32x4(*acc_row)) };
             }
             sync_threads();
-            for i in 0..BM * BN / THREADS {
-                let (row, col) = ((tid + THREADS * i) / BN, (tid + THREADS * i) % BN);
-                if row0 + row < m && col0 + col < n {
-                    // SAFETY: written before the barrier; the element is inside C.
-                    unsafe {
-                        let x = ld_shared_f32(base.offset_bytes((row * BN + col) * 4));
-                        update_c(c.add(offset(row0 + row, col0 + col, ldc)), alpha, x, beta);
-                    }
-                }
-            }
+            const PER_THREAD: usize = (BM * BN / THREADS) as usize;
+            let at = |i: usize| ((tid + THREADS * i as u32) / BN, (tid + THREADS * i as u32) % BN);
+            // SAFETY: written before the barrier.
+            let x: [[f32; 1]; PER_THREAD] = core::array::from_fn(|i| {
+                let (row, col) = at(i);
+                [unsafe { ld_shared_f32(base.offset_bytes((row * BN + col) * 4)) }]
+            });
+            // SAFETY: only elements inside C, each one thread's; all reads of C before the
+            // writes (`read_c`).
+            unsafe {
+                update_c_runs::<1, false, PER_THREAD>(
+                    |i| c.wrapping_add(offset(row0 + at(i).0, col0 + at(i).1, ldc)),
+                    |i| row0 + at(i).0 < m && col0 + at(i).1 < n,
+                    alpha,
+                    &x,
+                    beta,
+                )
+            };
         }
     }
 

@@ -600,7 +600,7 @@ pub(crate) mod device_code {
     ///   ([`c_rows_on_sectors`]), a warp whose 16 x 128 part of the tile lies inside `C` and
     ///   is finite goes out through its part of the area ([`store_staged`]).
     /// - Else a fragment whose `COLS` columns lie inside `C` and are finite goes out as
-    ///   `COLS / 4` column pairs ([`update_c_pair`]: no branch per element).
+    ///   `COLS / 4` column pairs ([`store_pairs`]: no branch per element).
     /// - Any other one element by element through [`store_exact`], which skips outputs outside
     ///   `m x n` and recomputes non-finite ones with `f32` FMAs.
     ///
@@ -696,30 +696,41 @@ pub(crate) mod device_code {
         // output is inside C (the contract).
         unsafe {
             sync_warp();
+            // Groups of 8 rows (or of 16 values), each group's reads of C before its writes
+            // (`read_c`).
             if c_rows_aligned(args) {
-                for r in 0..16 {
-                    let x = ld_shared_v4_f32(at(r, 4 * lane)).0;
-                    update_c4(c.wrapping_add(offset(first + r, col0 + 4 * lane, ldc)), alpha, x, beta);
+                for half in 0..2 {
+                    let r = |h: usize| 8 * half + h as u32;
+                    let x: [[f32; 4]; 8] = core::array::from_fn(|h| ld_shared_v4_f32(at(r(h), 4 * lane)).0);
+                    let ptr = |h: usize| c.wrapping_add(offset(first + r(h), col0 + 4 * lane, ldc));
+                    update_c_runs::<4, true, 8>(ptr, |_| true, alpha, &x, beta);
                 }
             } else {
-                for r in 0..16 {
-                    for q in 0..BN / 32 {
-                        let col = 32 * q + lane;
-                        let x = ld_shared_f32(at(r, col));
-                        update_c(c.wrapping_add(offset(first + r, col0 + col, ldc)), alpha, x, beta);
-                    }
+                // A lane's values of a row: one in each run of 32 columns.
+                const PER_ROW: usize = (BN / 32) as usize;
+                const ROWS: u32 = (16 / PER_ROW) as u32;
+                for group in 0..16 / ROWS {
+                    let (r, col) = (
+                        |e: usize| ROWS * group + (e / PER_ROW) as u32,
+                        |e: usize| 32 * (e % PER_ROW) as u32 + lane,
+                    );
+                    let x: [[f32; 1]; 16] = core::array::from_fn(|e| [ld_shared_f32(at(r(e), col(e)))]);
+                    let ptr = |e: usize| c.wrapping_add(offset(first + r(e), col0 + col(e), ldc));
+                    update_c_runs::<1, false, 16>(ptr, |_| true, alpha, &x, beta);
                 }
             }
         }
     }
 
     /// [`store_tile`]'s branch-free path: the fragment `acc` whose rows are `top` and `top + 8`
-    /// and columns `left ..= left + COLS - 7` goes to `C` as `COLS / 4` column pairs
-    /// ([`update_c_pair`], whose `BETA_ZERO` and `ALIGNED` the caller passes).
+    /// and columns `left ..= left + COLS - 7` goes to `C` as `COLS / 4` column pairs, eight
+    /// pairs' reads of `C` before their writes ([`update_c_runs`]): 8-byte accesses when
+    /// `ALIGNED`, no reads of `C` when `BETA_ZERO`.
     ///
     /// # Safety
     /// The GEMM contract; the fragment lies inside `C` (`top + 8 < m`, `left + COLS - 7 < n`),
-    /// and `left` is even; `update_c_pair`'s conditions for `BETA_ZERO` and `ALIGNED`.
+    /// and `left` is even; `BETA_ZERO` only where `beta == 0`, `ALIGNED` only where
+    /// [`c_pairs_aligned`] holds.
     #[inline(always)]
     unsafe fn store_pairs<const BETA_ZERO: bool, const ALIGNED: bool, const COLS: u32>(
         args: &GemmArgs,
@@ -727,13 +738,21 @@ pub(crate) mod device_code {
         top: u32,
         left: u32,
     ) {
-        for j in 0..COLS / 8 {
-            for h in 0..2 {
-                let i = (4 * j + 2 * h) as usize;
-                let (row, col) = (top + 8 * h, left + 8 * j);
-                // SAFETY: the contract: row and columns col (even) and col + 1 are inside C.
-                unsafe { update_c_pair::<BETA_ZERO, ALIGNED>(args, row, col, [acc[i], acc[i + 1]]) };
-            }
+        let GemmArgs { alpha, beta, c, ldc, .. } = *args;
+        // A beta of zero as a constant: no reads of C and no tests of beta.
+        let beta = if BETA_ZERO { 0.0 } else { beta };
+        // Pair p of a group of 8 (4 columns of pairs, on both rows): `acc[4 j + 2 h ..][..2]`
+        // at row `top + 8 h`, column `left + 8 j`. Each group's reads of C come before its
+        // writes (`read_c`).
+        for group in 0..COLS / 32 {
+            let (j, h) = (|p: usize| 4 * group + p as u32 / 2, |p: usize| p as u32 % 2);
+            let x: [[f32; 2]; 8] = core::array::from_fn(|p| {
+                let i = (4 * j(p) + 2 * h(p)) as usize;
+                [acc[i], acc[i + 1]]
+            });
+            let ptr = |p: usize| c.wrapping_add(offset(top + 8 * h(p), left + 8 * j(p), ldc));
+            // SAFETY: the contract: each pair's row and columns (the first even) are inside C.
+            unsafe { update_c_runs::<2, ALIGNED, 8>(ptr, |_| true, alpha, &x, beta) };
         }
     }
 
