@@ -73,16 +73,20 @@ mod device_code {
                 }
             }
         }
-        for (r, sums) in acc.iter().enumerate() {
-            for (q, &sum) in sums.iter().enumerate() {
-                if rows[r] && cols[q] {
-                    // SAFETY: the output is inside C (just checked).
-                    unsafe {
-                        update_c(c.add(offset(row0 + r as u32, col0 + 32 * q as u32, ldc)), alpha, sum, beta)
-                    };
-                }
-            }
-        }
+        // Output e is row `e / COLS`, column `e % COLS` of the lane's: all 16 reads of C before
+        // the first write (`read_c`).
+        let (r, q) = (|e: usize| e / COLS as usize, |e: usize| e % COLS as usize);
+        let x: [[f32; 1]; (ROWS * COLS) as usize] = core::array::from_fn(|e| [acc[r(e)][q(e)]]);
+        // SAFETY: only outputs inside C (their row and column checked), each one lane's.
+        unsafe {
+            update_c_runs::<1, false, { (ROWS * COLS) as usize }>(
+                |e| c.wrapping_add(offset(row0 + r(e) as u32, col0 + 32 * q(e) as u32, ldc)),
+                |e| rows[r(e)] && cols[q(e)],
+                alpha,
+                &x,
+                beta,
+            )
+        };
     }
 
     gemm_entry! { production:
