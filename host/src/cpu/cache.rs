@@ -138,17 +138,17 @@ fn c_ahead_tiles_for(uk: &Microkernel, l1: Option<usize>) -> usize {
 }
 
 /// The longest rows of `A` (in values) for which the unpacked kernels prefetch the rows of the
-/// next row of tiles, `rows` of them at a time: as long as those lines take at most an eighth of
-/// this core's L1 (of 32 KB when the CPU does not say). On AMD's cores a prefetch into L2 fills
-/// the L1 as well, where more of them would push out the rows of `B` the tile is reading; and
-/// longer rows are the ones the hardware's own prefetchers follow.
+/// next row of tiles, `rows` of them at a time: as long as those lines take at most half of this
+/// core's L1 (of 32 KB when the CPU does not say). On AMD's cores a prefetch into L2 fills the L1
+/// as well, where more of them would push out the rows of `B` the tile is reading; and longer
+/// rows are the ones the hardware's own prefetchers follow.
 pub(crate) fn warm_row_values(rows: usize) -> usize {
     warm_row_values_for(rows, l1_bytes())
 }
 
 /// [`warm_row_values`] for a core with `l1` bytes of L1 (`None`: unknown).
 fn warm_row_values_for(rows: usize, l1: Option<usize>) -> usize {
-    l1_or_default(l1) / 8 / (rows.max(1) * size_of::<f32>())
+    l1_or_default(l1) / 2 / (rows.max(1) * size_of::<f32>())
 }
 
 /// An L1 of `l1` bytes, or of 32 KB when the CPU does not say.
@@ -282,12 +282,12 @@ mod tests {
     }
 
     #[test]
-    fn rows_of_a_are_prefetched_within_an_eighth_of_the_l1() {
-        // 8 rows: 192 values in a 48 KB L1, 128 in 32 KB (also when it is unknown).
-        assert_eq!(warm_row_values_for(8, Some(48 << 10)), 192);
-        assert_eq!(warm_row_values_for(8, Some(32 << 10)), 128);
-        assert_eq!(warm_row_values_for(8, None), 128);
-        assert_eq!(warm_row_values_for(6, Some(48 << 10)), 256);
+    fn rows_of_a_are_prefetched_within_half_of_the_l1() {
+        // 8 rows: 768 values in a 48 KB L1, 512 in 32 KB (also when it is unknown).
+        assert_eq!(warm_row_values_for(8, Some(48 << 10)), 768);
+        assert_eq!(warm_row_values_for(8, Some(32 << 10)), 512);
+        assert_eq!(warm_row_values_for(8, None), 512);
+        assert_eq!(warm_row_values_for(6, Some(48 << 10)), 1024);
     }
 
     #[test]
