@@ -175,6 +175,8 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
 /// `c` must be a valid global address of an element of the output block.
 #[inline(always)]
 pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
+    // The arithmetic of `write_c`, written out: through `read_c` and `write_c` the one-output
+    // form made ptxas spill in sm_80's `tensor_core` (36 bytes), whose epilogue calls it.
     unsafe {
         *c = if beta == 0.0 { alpha * acc } else { fma(beta, *c, alpha * acc) };
     }
@@ -193,6 +195,7 @@ pub unsafe fn update_c(c: *mut f32, alpha: f32, acc: f32, beta: f32) {
 /// The `W` outputs are inside `C`; with `WIDE`, `ptr` is `4 W`-byte aligned.
 #[inline(always)]
 pub unsafe fn read_c<const W: usize, const WIDE: bool>(ptr: *const f32, beta: f32) -> [f32; W] {
+    const { assert!(!WIDE || W == 2 || W == 4, "wide accesses are of 8 or 16 bytes") };
     if beta == 0.0 {
         return [0.0; W];
     }
@@ -225,6 +228,7 @@ pub unsafe fn write_c<const W: usize, const WIDE: bool>(
     beta: f32,
     old: [f32; W],
 ) {
+    const { assert!(!WIDE || W == 2 || W == 4, "wide accesses are of 8 or 16 bytes") };
     let y: [f32; W] =
         core::array::from_fn(|i| if beta == 0.0 { alpha * x[i] } else { fma(beta, old[i], alpha * x[i]) });
     // SAFETY: the contract.

@@ -75,11 +75,12 @@ mod device_code {
         }
         // Output e is row `e / COLS`, column `e % COLS` of the lane's: all 16 reads of C before
         // the first write (`read_c`).
+        const OUTPUTS: usize = (ROWS * COLS) as usize;
         let (r, q) = (|e: usize| e / COLS as usize, |e: usize| e % COLS as usize);
-        let x: [[f32; 1]; (ROWS * COLS) as usize] = core::array::from_fn(|e| [acc[r(e)][q(e)]]);
+        let x: [[f32; 1]; OUTPUTS] = core::array::from_fn(|e| [acc[r(e)][q(e)]]);
         // SAFETY: only outputs inside C (their row and column checked), each one lane's.
         unsafe {
-            update_c_runs::<1, false, { (ROWS * COLS) as usize }>(
+            update_c_runs::<1, false, OUTPUTS>(
                 |e| c.wrapping_add(offset(row0 + r(e) as u32, col0 + 32 * q(e) as u32, ldc)),
                 |e| rows[r(e)] && cols[q(e)],
                 alpha,
