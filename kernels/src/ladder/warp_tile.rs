@@ -12,10 +12,11 @@
 //! bank conflicts since the 8 lanes of each quarter-warp touch 2 distinct `A` vectors and 4
 //! distinct, adjacent `B` vectors (each 16-byte vector is broadcast to at most 4 lanes).
 //!
-//! The epilogue writes `C` through shared memory: one 4 x 4 block at a time, each warp stages
-//! its 16 x 32 piece (row stride [`STAGE_LD`], padded so the `st.shared.v4` of the two lane
-//! rows of a quarter-warp fall in different banks) and then stores it row by row, a lane per
-//! column, so every global store instruction writes 128 contiguous bytes.
+//! The epilogue writes `C` through shared memory: each warp stages 16 rows of its 64 columns at
+//! a time (row stride [`STAGE_LD`], padded so the `st.shared.v4` of the two lane rows of a
+//! quarter-warp fall in different banks) and then stores them row by row, a lane per column,
+//! so every global store instruction writes 128 contiguous bytes and a row's two such runs go
+//! out one after the other.
 
 /// Rows of `C` per block with `r` accumulator rows per lane.
 pub const fn bm(r: usize) -> u32 {
@@ -63,13 +64,13 @@ pub const STAGE: u32 = stage(8, WARPS_N as usize);
 pub const WARP_N: u32 = 64;
 /// Warps across the 128 x 128 block tile (along `N`).
 pub const WARPS_N: u32 = 2;
-/// Row stride, in floats, of a warp's 16 x 32 staging area for `C`.
-pub const STAGE_LD: u32 = 36;
+/// Row stride, in floats, of a warp's 16 x 64 staging area for `C`.
+pub const STAGE_LD: u32 = WARP_N + 4;
 /// Bytes of shared memory the epilogue needs per warp.
 pub const STAGE_BYTES: u32 = 16 * STAGE_LD * 4;
 
 /// The dynamic shared memory of a kernel with `wn` warps across whose main loop uses
-/// `main_loop` bytes: the epilogue stages `C` in the same memory afterwards (16 x 32 per warp),
+/// `main_loop` bytes: the epilogue stages `C` in the same memory afterwards (16 x 64 per warp),
 /// so the larger of the two.
 pub const fn smem_bytes(main_loop: u32, wn: usize) -> u32 {
     let epilogue = (threads(wn) / 32) * STAGE_BYTES;
@@ -198,39 +199,49 @@ mod device_code {
             let (lane_row, lane_col) = ((self.row - warp_row) / 4, (self.col - warp_col) / 4);
             let lane = lane_row / 2 * 16 + lane_col * 2 + lane_row % 2;
             let stage = staging.offset_bytes(warp * STAGE_BYTES);
+            // The warp's strip of C: columns `strip..strip + 64`, of which `strip_cols` inside C.
+            let strip = col0 + warp_col;
+            let strip_cols = n.saturating_sub(strip);
             for i in 0..R / 4 {
-                for j in 0..2 {
-                    // SAFETY: the warp's own staging area, 16-byte aligned slots; bar.warp.sync
-                    // orders the lanes' writes before their reads and the reads before the
-                    // next block's writes.
-                    unsafe {
+                // SAFETY: the warp's own staging area, 16-byte aligned slots; bar.warp.sync
+                // orders the lanes' writes before their reads and the reads before the next
+                // block's writes.
+                unsafe {
+                    for j in 0..2 {
                         for r in 0..4 {
-                            let at = stage.offset_bytes(((lane_row * 4 + r) * STAGE_LD + lane_col * 4) * 4);
+                            let at = stage
+                                .offset_bytes(((lane_row * 4 + r) * STAGE_LD + j * 32 + lane_col * 4) * 4);
                             let acc_row = &acc[i * 4 + r as usize];
-                            let v = [0, 1, 2, 3].map(|q| acc_row[j * 4 + q]);
+                            let v = [0, 1, 2, 3].map(|q| acc_row[j as usize * 4 + q]);
                             st_shared_v4_f32(at, F32x4(v));
                         }
-                        sync_warp();
-                        let col = col0 + warp_col + j as u32 * 32 + lane;
-                        // The 16 rows in halves, each half's reads of C before its writes
-                        // (`read_c`): all 16 at once would not fit the 128 x 128 tile's
-                        // registers.
-                        for half in 0..2 {
-                            let r = |h: usize| half * 8 + h as u32;
-                            let row = |h: usize| row0 + warp_row + i as u32 * 16 + r(h);
-                            let x: [[f32; 1]; 8] = core::array::from_fn(|h| {
-                                [ld_shared_f32(stage.offset_bytes((r(h) * STAGE_LD + lane) * 4))]
-                            });
-                            update_c_runs::<1, false, 8>(
-                                |h| c.wrapping_add(offset(row(h), col, ldc)),
-                                |h| row(h) < m && col < n,
-                                alpha,
-                                &x,
-                                beta,
-                            );
-                        }
-                        sync_warp();
                     }
+                    sync_warp();
+                    // Row by row, each row's two runs of 32 columns one after the other: where
+                    // the rows of C do not start on 32-byte sectors, the sector the two runs share
+                    // is then complete in the L2 before it could be evicted half written (and be
+                    // read from memory to be merged). Four rows at a time, their reads of C
+                    // before their writes (`read_c`).
+                    for rows in 0..4 {
+                        let row = |q: usize| row0 + warp_row + i as u32 * 16 + rows * 4 + q as u32;
+                        let strip_of_row: [*mut f32; 4] =
+                            core::array::from_fn(|q| c.wrapping_add(offset(row(q), strip, ldc)));
+                        // Output `e` is row `e / 2`'s run `e % 2`: column `x(e)` of the strip.
+                        let x = |e: usize| 32 * (e as u32 % 2) + lane;
+                        let v: [[f32; 1]; 8] = core::array::from_fn(|e| {
+                            [ld_shared_f32(
+                                stage.offset_bytes(((rows * 4 + e as u32 / 2) * STAGE_LD + x(e)) * 4),
+                            )]
+                        });
+                        update_c_runs::<1, false, 8>(
+                            |e| strip_of_row[e / 2].wrapping_add(x(e) as usize),
+                            |e| (row(e / 2) < m) & (x(e) < strip_cols),
+                            alpha,
+                            &v,
+                            beta,
+                        );
+                    }
+                    sync_warp();
                 }
             }
         }
