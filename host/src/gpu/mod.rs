@@ -240,7 +240,7 @@ pub const RANK_K_KERNEL: &str = rank_k::SPEC.name;
 /// The deepest inner dimension for which [`Gpu::chosen_for`] runs [`RANK_K_KERNEL`], where the
 /// write of `C` is most of the work (the crossing with the tile kernels is measured in
 /// `docs/performance-notes.md`).
-pub const RANK_K: usize = 4;
+pub const RANK_K: usize = 2;
 
 /// The deepest inner dimension for which [`Precision::Accurate`] runs [`STRICT_KERNEL`]: less
 /// than one `K` tile of the tensor-core kernel, whose products would then be partly padding
