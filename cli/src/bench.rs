@@ -3,7 +3,8 @@
 //! Method (seed 000, section 2), per size and kernel, on one set of device buffers shared by
 //! our kernels and the peer:
 //! - one untimed run, whose result is checked against the f64 reference on 16 sampled rows
-//!   (it is also the warm-up; the module was loaded when the GPU was opened);
+//!   (it is also the warm-up; the module was loaded when the GPU was opened); with `--beta`
+//!   (`C = A B + beta C`), every contender's checked run starts from the same initial `C`;
 //! - `max(20, 1000 * exp((1024 - n) / 3100))` timed replays, each preceded by a write of a
 //!   buffer twice the L2 size (outside the timed region) and timed by CUDA events around the
 //!   launch alone;
@@ -81,6 +82,12 @@ pub struct BenchArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// `beta` of every call, `C = A B + beta C` (alpha 1): with `beta != 0` each kernel reads
+    /// `C`. Each contender starts from the same random `C` for its checked run; its timed
+    /// runs then update the `C` its previous run left. faer takes only 0 and 1, so it is timed
+    /// only there.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    beta: f32,
 }
 
 /// The JSON record of one `gemm bench` run.
@@ -111,6 +118,9 @@ pub struct Row {
     /// Products per call (a strided batch); 1 in records from before batches.
     #[serde(default = "one")]
     pub batch: usize,
+    /// `beta` of every call (`C = A B + beta C`); 0 in records from before `--beta`.
+    #[serde(default)]
+    pub beta: f32,
     pub threads: usize,
     /// Mean of the samples the estimator looks at: the second half of the replays on the GPU,
     /// every round on the CPU ([`Estimator`]).
@@ -269,13 +279,14 @@ struct Problem {
     m: usize,
     n: usize,
     k: usize,
+    beta: f32,
     a: Vec<f32>,
     b: Vec<f32>,
     c0: Vec<f32>,
 }
 
 impl Problem {
-    fn new((m, n, k): (usize, usize, usize), batch: usize, seed: u64) -> Self {
+    fn new((m, n, k): (usize, usize, usize), batch: usize, beta: f32, seed: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(seed ^ (m * 31 + n * 17 + k) as u64);
         let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         Problem {
@@ -283,6 +294,7 @@ impl Problem {
             m,
             n,
             k,
+            beta,
             a: random(batch * m * k),
             b: random(batch * k * n),
             c0: random(batch * m * n),
@@ -326,8 +338,8 @@ impl Problem {
         }
     }
 
-    /// The sampled-row error of a result `c` of `C = A B` (alpha 1, beta 0): the first and
-    /// the last member.
+    /// The sampled-row error of a result `c` of one call, `C = A B + beta C` from `C = c0`: the
+    /// first and the last member.
     fn error(&self, c: &[f32]) -> f64 {
         let (m, n) = (self.m, self.n);
         let mut worst = 0.0f64;
@@ -335,7 +347,7 @@ impl Problem {
             let (a, b, c0) = self.member(z);
             let rows = reference::sample_rows(m, reference::sample_count(n, self.k));
             let c = MatRef::contiguous(&c[z * m * n..][..m * n], m, n);
-            worst = worst.max(reference::compare(1.0, &a, &b, 0.0, &c0, &c, rows).max_error);
+            worst = worst.max(reference::compare(1.0, &a, &b, self.beta, &c0, &c, rows).max_error);
         }
         worst
     }
@@ -347,6 +359,9 @@ pub type BenchError = Box<dyn std::error::Error>;
 pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     if args.batch == 0 {
         return Err("--batch must be at least 1".into());
+    }
+    if !args.beta.is_finite() {
+        return Err("--beta must be finite".into());
     }
     let engine = crate::open(args.backend)?;
     let backend = engine.backend_name().to_string();
@@ -411,10 +426,13 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
             "max err"
         ),
     );
+    if args.beta != 0.0 {
+        say(&progress, format!("C = A B + {} C (alpha 1): every kernel reads C", args.beta));
+    }
     let mut rows = Vec::new();
     for &shape in &shapes {
         // One problem per shape, shared by every thread count.
-        let problem = Problem::new(shape, args.batch, args.seed);
+        let problem = Problem::new(shape, args.batch, args.beta, args.seed);
         let (m, n, k) = shape;
         let flops = problem.flops();
         for &threads in &thread_counts {
@@ -436,6 +454,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     n,
                     k,
                     batch: args.batch,
+                    beta: args.beta,
                     threads,
                     seconds: timing.seconds,
                     median_seconds: timing.median_seconds,
@@ -549,9 +568,14 @@ fn time_gpu(
     let mut c_dev = whole(&problem.c0, m, n)?;
     let mut c = problem.c0.clone();
     let replays = replays(problem.cube_side());
+    let beta = problem.beta;
 
-    // Checks one run of `launch`, then times `replays` runs, each after an L2 flush.
+    // Checks one run of `launch` from the initial C, then times `replays` runs, each after an
+    // L2 flush.
     let mut measure = |name: &str, launch: &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>| {
+        if beta != 0.0 {
+            c_dev = whole(&problem.c0, m, n)?;
+        }
         launch(&mut c_dev)?;
         gpu.synchronize()?;
         gpu.download(&c_dev, &mut MatMut::contiguous(&mut c, batch * m, n))?;
@@ -580,7 +604,7 @@ fn time_gpu(
             let a = DeviceMatRef::new(a_dev.buffer().as_view(), Layout::RowMajor, m, k, k)?;
             let b = DeviceMatRef::new(b_dev.buffer().as_view(), Layout::RowMajor, k, n, n)?;
             let (a, b) = (Strided::new(a, m * k), Strided::new(b, k * n));
-            gpu.enqueue_strided(resolved, batch, 1.0, a, b, 0.0, Strided::new(c, m * n))
+            gpu.enqueue_strided(resolved, batch, 1.0, a, b, beta, Strided::new(c, m * n))
         })?;
         let slices = (batch == 1).then(|| gpu.k_slices(resolved, m, n, k));
         ours.push((kernel.clone(), resolved.spec.name.to_string(), slices, timing));
@@ -588,7 +612,7 @@ fn time_gpu(
     }
     let mut peers = Vec::new();
     if with_peers {
-        peers.push(cublas_peer(gpu, &mut measure, batch, (m, n, k), &a_dev, &b_dev)?);
+        peers.push(cublas_peer(gpu, &mut measure, batch, (m, n, k), beta, &a_dev, &b_dev)?);
     }
     Ok(Timings { ours, peers, peak: None })
 }
@@ -604,14 +628,17 @@ fn cublas_peer(
     measure: &mut Measure,
     batch: usize,
     shape: (usize, usize, usize),
+    beta: f32,
     a: &sgemm::DeviceMatrix,
     b: &sgemm::DeviceMatrix,
 ) -> Result<Timing, Error> {
     let blas = crate::cublas::Cublas::new(gpu)?;
     if batch == 1 {
-        measure("cublas", &|c| blas.enqueue(1.0, a, b, 0.0, c))
+        measure("cublas", &|c| blas.enqueue(1.0, a, b, beta, c))
     } else {
-        measure("cublas", &|c| blas.enqueue_strided(batch, shape, a.buffer(), b.buffer(), c.buffer_mut()))
+        measure("cublas", &|c| {
+            blas.enqueue_strided(batch, shape, 1.0, a.buffer(), b.buffer(), beta, c.buffer_mut())
+        })
     }
 }
 
@@ -621,13 +648,14 @@ fn cublas_peer(
     _: &mut Measure,
     _: usize,
     _: (usize, usize, usize),
+    _: f32,
     _: &sgemm::DeviceMatrix,
     _: &sgemm::DeviceMatrix,
 ) -> Result<Timing, Error> {
     Err(Error::NoGpu("--peers on the GPU times cuBLAS: build gemm with `--features cublas`".into()))
 }
 
-/// A CPU contender's run: `C = A B` into the given buffer.
+/// A CPU contender's run: `C = A B + beta C` on the given buffer.
 type CpuRun<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), Error> + 'a>;
 
 /// What a CPU contender is.
@@ -679,7 +707,7 @@ fn time_cpu(
     progress: &ProgressBar,
 ) -> Result<Timings, BenchError> {
     let (a, b) = problem.strided();
-    let (batch, m, n) = (problem.batch, problem.m, problem.n);
+    let (batch, m, n, beta) = (problem.batch, problem.m, problem.n, problem.beta);
     let mut contenders: Vec<Contender> = Vec::new();
     for kernel in kernels {
         // Every CPU kernel is strict: `auto` and `strict` are the same automatic choice.
@@ -693,23 +721,23 @@ fn time_cpu(
                 1.0,
                 &a.matrix,
                 &b.matrix,
-                0.0,
+                beta,
                 &mut MatMut::contiguous(c, m, n),
             ),
             _ => {
                 let mut c = Strided::new(MatMut::contiguous(c, m, n), m * n);
-                sgemm::cpu::gemm_strided(Some(resolved), Some(threads), batch, 1.0, &a, &b, 0.0, &mut c)
+                sgemm::cpu::gemm_strided(Some(resolved), Some(threads), batch, 1.0, &a, &b, beta, &mut c)
             }
         });
         contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
     }
     if with_peers {
-        for peer in crate::cpu_peers::peers()? {
+        for peer in crate::cpu_peers::peers()?.iter().filter(|p| p.any_beta || beta == 0.0 || beta == 1.0) {
             // One call per member, on the same threads.
             let run: CpuRun = Box::new(move |c| {
                 for (z, c) in c.chunks_mut(m * n).enumerate() {
                     let (a, b, _) = problem.member(z);
-                    (peer.run)(threads, &a, &b, c);
+                    (peer.run)(threads, &a, &b, beta, c);
                 }
                 Ok(())
             });
@@ -724,6 +752,7 @@ fn time_cpu(
     // dominated by its first, cold call.
     let (mut errors, mut untimed) = (Vec::new(), Vec::new());
     for (_, _, run, settle) in &contenders {
+        c.copy_from_slice(&problem.c0);
         run(&mut c)?;
         errors.push(problem.error(&c));
         let started = Instant::now();

@@ -1,15 +1,18 @@
 //! The CPU peers of `gemm bench --peers` (built with the feature `cpu-peers`): OpenBLAS, the `gemm` crate and
-//! `faer`, each computing `C = A B` on the same row-major buffers as our kernels, with its thread
-//! count set explicitly.
+//! `faer`, each computing `C = A B + beta C` on the same row-major buffers as our kernels, with
+//! its thread count set explicitly.
 
 use std::time::Duration;
 
 use sgemm::MatRef;
 
-/// A peer: its name, `run(threads, A, B, C)` for square row-major `C = A B`, and its settle time.
+/// A peer: its name, `run(threads, A, B, beta, C)` for row-major `C = A B + beta C`, the betas
+/// it takes, and its settle time.
 pub struct CpuPeer {
     pub name: &'static str,
-    pub run: fn(usize, &MatRef, &MatRef, &mut [f32]),
+    pub run: fn(usize, &MatRef, &MatRef, f32, &mut [f32]),
+    /// Whether `run` takes any `beta`; if not, only 0 and 1 (`faer` replaces or adds to `C`).
+    pub any_beta: bool,
     /// How long its worker threads keep spinning after a call returns: the harness waits that
     /// long (untimed) before the next contender runs, so that no contender is timed while
     /// another's idle threads still occupy the cores.
@@ -25,10 +28,10 @@ const OPENBLAS_SPIN: Duration = Duration::from_millis(150);
 pub fn peers() -> Result<&'static [CpuPeer], &'static str> {
     #[cfg(feature = "cpu-peers")]
     return Ok(&[
-        CpuPeer { name: "openblas", run: openblas::sgemm, settle: OPENBLAS_SPIN },
+        CpuPeer { name: "openblas", run: openblas::sgemm, any_beta: true, settle: OPENBLAS_SPIN },
         // rayon's idle workers go to sleep within microseconds.
-        CpuPeer { name: "gemm", run: gemm_crate, settle: Duration::ZERO },
-        CpuPeer { name: "faer", run: faer_crate, settle: Duration::ZERO },
+        CpuPeer { name: "gemm", run: gemm_crate, any_beta: true, settle: Duration::ZERO },
+        CpuPeer { name: "faer", run: faer_crate, any_beta: false, settle: Duration::ZERO },
     ]);
     #[cfg(not(feature = "cpu-peers"))]
     Err("--peers on the CPU times OpenBLAS, gemm and faer: build gemm with `--features cpu-peers`")
@@ -67,7 +70,7 @@ mod openblas {
         fn openblas_set_num_threads(threads: c_int);
     }
 
-    pub fn sgemm(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+    pub fn sgemm(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) {
         let dim = |x: usize| c_int::try_from(x).expect("bench sizes fit a C int");
         let (m, n, k) = (dim(a.rows), dim(b.cols), dim(a.cols));
         assert!(c.len() >= a.rows * b.cols);
@@ -87,7 +90,7 @@ mod openblas {
                 dim(a.ld),
                 b.data.as_ptr(),
                 dim(b.ld),
-                0.0,
+                beta,
                 c.as_mut_ptr(),
                 n,
             );
@@ -95,10 +98,10 @@ mod openblas {
     }
 }
 
-/// The `gemm` crate. Its scalars are `dst = alpha * dst + beta * lhs * rhs`: `read_dst = false`
-/// and `beta = 1` give `C = A B`.
+/// The `gemm` crate. Its scalars are `dst = alpha * dst + beta * lhs * rhs` (`dst` not read when
+/// `read_dst` is false): our `beta` is its `alpha`, and its `beta` is 1.
 #[cfg(feature = "cpu-peers")]
-fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) {
     let (m, n, k) = (a.rows, b.cols, a.cols);
     assert!(c.len() >= m * n);
     let parallelism = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
@@ -112,14 +115,14 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
             c.as_mut_ptr(),
             1,
             n as isize,
-            false,
+            beta != 0.0,
             a.data.as_ptr(),
             1,
             a.ld as isize,
             b.data.as_ptr(),
             1,
             b.ld as isize,
-            0.0,
+            beta,
             1.0,
             false,
             false,
@@ -129,14 +132,16 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
     }
 }
 
-/// `faer`'s matrix multiply on row-major views.
+/// `faer`'s matrix multiply on row-major views: `beta` 0 or 1 only (replace or add to `C`).
 #[cfg(feature = "cpu-peers")]
-fn faer_crate(threads: usize, a: &MatRef, b: &MatRef, c: &mut [f32]) {
+fn faer_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) {
     use faer::{Accum, Par};
     let (m, n, k) = (a.rows, b.cols, a.cols);
     let par = if threads == 1 { Par::Seq } else { Par::rayon(threads) };
     let lhs = faer::MatRef::from_row_major_slice_with_stride(a.data, m, k, a.ld);
     let rhs = faer::MatRef::from_row_major_slice_with_stride(b.data, k, n, b.ld);
     let dst = faer::MatMut::from_row_major_slice_mut(&mut c[..m * n], m, n);
-    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0, par);
+    debug_assert!(beta == 0.0 || beta == 1.0, "faer takes beta 0 or 1");
+    let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };
+    faer::linalg::matmul::matmul(dst, accum, lhs, rhs, 1.0, par);
 }

@@ -95,15 +95,18 @@ impl Cublas {
             .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
     }
 
-    /// Queues `C_i = A_i B_i` for `i < batch` with `cublasSgemmStridedBatched`: row-major
+    /// Queues `C_i = alpha A_i B_i + beta C_i` for `i < batch` with `cublasSgemmStridedBatched`: row-major
     /// members of `m x k`, `k x n` and `m x n` back to back in `a`, `b` and `c` (computed as the
     /// column-major `C_i^T = B_i^T A_i^T`).
+    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_strided(
         &self,
         batch: usize,
         (m, n, k): (usize, usize, usize),
+        alpha: f32,
         a: &CudaSlice<f32>,
         b: &CudaSlice<f32>,
+        beta: f32,
         c: &mut CudaSlice<f32>,
     ) -> Result<()> {
         let int = |x: usize| {
@@ -117,10 +120,10 @@ impl Cublas {
                 m: int(n)?,
                 n: int(m)?,
                 k: int(k)?,
-                alpha: 1.0,
+                alpha,
                 lda: int(n)?,
                 ldb: int(k)?,
-                beta: 0.0,
+                beta,
                 ldc: int(n)?,
             },
             batch_size: int(batch)?,

@@ -428,15 +428,16 @@ fn time_peer(
     if args.batch > 1 {
         let plain = args.layout == Layout::RowMajor && !args.transa && !args.transb;
         let packed = a.stride == m * k && b.stride == k * n && c0.stride == m * n;
-        if !(plain && packed && args.alpha == 1.0 && args.beta == 0.0) {
+        if !(plain && packed) {
             return Err(Error::DimensionMismatch(
                 "--peer with --batch times cuBLAS's strided batched GEMM on row-major, untransposed \
-                 members back to back with alpha = 1 and beta = 0"
+                 members back to back"
                     .into(),
             ));
         }
         return time_device(gpu, "cublas", args, c0, check, &|c| {
-            blas.enqueue_strided(args.batch, (m, n, k), a_dev.buffer(), b_dev.buffer(), c.buffer_mut())
+            let (a, b) = (a_dev.buffer(), b_dev.buffer());
+            blas.enqueue_strided(args.batch, (m, n, k), args.alpha, a, b, args.beta, c.buffer_mut())
         });
     }
     let (a_view, b_view, c_view) = (a.view, b.view, c0.view);
