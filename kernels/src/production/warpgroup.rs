@@ -601,8 +601,9 @@ pub(crate) mod device_code {
     ///   is finite goes out through its part of the area ([`store_staged`]).
     /// - Else a fragment whose `COLS` columns lie inside `C` and are finite goes out as
     ///   `COLS / 4` column pairs ([`store_pairs`]: no branch per element).
-    /// - Any other one element by element through [`store_exact`], which skips outputs outside
-    ///   `m x n` and recomputes non-finite ones with `f32` FMAs.
+    /// - Any other finite fragment element by element, in groups of 8 ([`update_c_runs`]),
+    ///   skipping outputs outside `m x n`; one with a non-finite value through [`store_exact`],
+    ///   which also recomputes the non-finite ones with `f32` FMAs.
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)); every thread of the warp
@@ -651,18 +652,31 @@ pub(crate) mod device_code {
                     (false, false) => store_pairs::<false, false, COLS>(args, acc, top, left),
                 }
             }
+        } else if finite {
+            // Across C's edge: groups of 8 elements, the ones outside C skipped, each group's
+            // reads of C before its writes (`read_c`).
+            for group in 0..live.len() / 8 {
+                let at = |p: usize| {
+                    let (j, e) = ((8 * group + p) as u32 / 4, (8 * group + p) as u32 % 4);
+                    (top + 8 * (e / 2), left + 8 * j + e % 2)
+                };
+                let x: [[f32; 1]; 8] = core::array::from_fn(|p| [live[8 * group + p]]);
+                // SAFETY: the GEMM contract; only outputs inside C, each this thread's.
+                unsafe {
+                    update_c_runs::<1, false, 8>(
+                        |p| args.c.wrapping_add(offset(at(p).0, at(p).1, args.ldc)),
+                        |p| (at(p).0 < args.m) & (at(p).1 < args.n),
+                        args.alpha,
+                        &x,
+                        args.beta,
+                    )
+                };
+            }
         } else {
             for (i, &x) in live.iter().enumerate() {
                 let (j, e) = (i as u32 / 4, i as u32 % 4);
-                let (row, col) = (top + 8 * (e / 2), left + 8 * j + e % 2);
-                // SAFETY: the GEMM contract; `update_c` only inside C.
-                unsafe {
-                    if !FINITE {
-                        store_exact(args, row, col, x);
-                    } else if row < args.m && col < args.n {
-                        update_c(args.c.add(offset(row, col, args.ldc)), args.alpha, x, args.beta);
-                    }
-                }
+                // SAFETY: the GEMM contract; `store_exact` skips the outputs outside C.
+                unsafe { store_exact(args, top + 8 * (e / 2), left + 8 * j + e % 2, x) };
             }
         }
     }
