@@ -745,21 +745,7 @@ fn time_cpu(
         }
     }
     let mut c = problem.c0.clone();
-    // The untimed runs of each contender: the first for its error, the second, back to back
-    // with it, for its time (pause included). A first call pays for what a library sets up
-    // once (buffers, thread pools): at n = 8 ours took tens of microseconds where later calls
-    // take a third of one, and samples sized by it were a handful of calls, each sample then
-    // dominated by its first, cold call.
-    let (mut errors, mut untimed) = (Vec::new(), Vec::new());
-    for (_, _, run, settle) in &contenders {
-        c.copy_from_slice(&problem.c0);
-        run(&mut c)?;
-        errors.push(problem.error(&c));
-        let started = Instant::now();
-        run(&mut c)?;
-        untimed.push(started.elapsed().as_secs_f64() + settle.as_secs_f64());
-        std::thread::sleep(*settle);
-    }
+    let (mut errors, untimed) = untimed_runs(problem, &contenders, &mut c)?;
     let round_seconds: f64 = untimed.iter().sum();
     if let Some(fma) = crate::fma_peak::FmaLoop::detect().filter(|_| threads == 1) {
         // Our first kernel's run (it has no pause after it).
@@ -821,6 +807,29 @@ fn time_cpu(
         }
     }
     Ok(Timings { ours, peers, peak })
+}
+
+/// Each contender's two untimed runs on `c`: the first from the problem's initial `C`, for its
+/// error; the second, back to back with it, for its time (its pause included). A first call pays
+/// for what a library sets up once (buffers, thread pools): at n = 8 ours took tens of
+/// microseconds where later calls take a third of one, and samples sized by it were a handful
+/// of calls, each sample then dominated by its first, cold call.
+fn untimed_runs(
+    problem: &Problem,
+    contenders: &[Contender],
+    c: &mut [f32],
+) -> Result<(Vec<f64>, Vec<f64>), BenchError> {
+    let (mut errors, mut untimed) = (Vec::new(), Vec::new());
+    for (_, _, run, settle) in contenders {
+        c.copy_from_slice(&problem.c0);
+        run(c)?;
+        errors.push(problem.error(c));
+        let started = Instant::now();
+        run(c)?;
+        untimed.push(started.elapsed().as_secs_f64() + settle.as_secs_f64());
+        std::thread::sleep(*settle);
+    }
+    Ok((errors, untimed))
 }
 
 /// Per kernel: the geometric mean and the minimum of the ratio to the peer over the sweep.
@@ -934,6 +943,28 @@ mod tests {
         assert!(parse_shapes("4x0x2").is_err() && parse_shapes("4x2").is_err() && parse_shapes("").is_err());
         assert!(parse_sizes("x").is_err());
         assert!(parse_sizes("").is_err());
+    }
+
+    #[test]
+    fn every_contender_is_checked_from_the_initial_c() {
+        // With beta != 0 a run's result depends on the C it starts from: the second contender
+        // would fail its check if it started from what the first left.
+        let problem = Problem::new((33, 17, 9), 2, 0.5, 7);
+        let (a, b) = problem.strided();
+        let (m, n, beta) = (problem.m, problem.n, problem.beta);
+        let ours = |name: &'static str| -> Contender {
+            let run: CpuRun = Box::new(move |c| {
+                let mut c = Strided::new(MatMut::contiguous(c, m, n), m * n);
+                sgemm::cpu::gemm_strided(None, Some(1), 2, 1.0, &a, &b, beta, &mut c)
+            });
+            (name.into(), Role::Ours(name), run, Duration::ZERO)
+        };
+        let mut c = problem.c0.clone();
+        let (errors, untimed) = untimed_runs(&problem, &[ours("first"), ours("second")], &mut c).unwrap();
+        assert_eq!(untimed.len(), 2);
+        assert!(errors.iter().all(|&e| e <= reference::TOLERANCE), "{errors:?}");
+        // `c` holds the result of two runs in a row: a check from there would fail.
+        assert!(problem.error(&c) > reference::TOLERANCE);
     }
 
     #[test]
