@@ -732,7 +732,7 @@ fn time_cpu(
         contenders.push((kernel.clone(), Role::Ours(resolved), run, Duration::ZERO));
     }
     if with_peers {
-        for peer in crate::cpu_peers::peers()?.iter().filter(|p| p.any_beta || beta == 0.0 || beta == 1.0) {
+        for peer in crate::cpu_peers::peers()?.iter().filter(|p| p.takes(beta)) {
             // One call per member, on the same threads.
             let run: CpuRun = Box::new(move |c| {
                 for (z, c) in c.chunks_mut(m * n).enumerate() {

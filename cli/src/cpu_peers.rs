@@ -11,12 +11,20 @@ use sgemm::MatRef;
 pub struct CpuPeer {
     pub name: &'static str,
     pub run: fn(usize, &MatRef, &MatRef, f32, &mut [f32]),
-    /// Whether `run` takes any `beta`; if not, only 0 and 1 (`faer` replaces or adds to `C`).
-    pub any_beta: bool,
+    /// Whether `run` takes any `beta`; if not, only 0 and 1 (`faer` replaces or adds to `C`):
+    /// ask [`takes`](Self::takes).
+    any_beta: bool,
     /// How long its worker threads keep spinning after a call returns: the harness waits that
     /// long (untimed) before the next contender runs, so that no contender is timed while
     /// another's idle threads still occupy the cores.
     pub settle: Duration,
+}
+
+impl CpuPeer {
+    /// Whether `run` computes `C = A B + beta C` for this `beta`.
+    pub fn takes(&self, beta: f32) -> bool {
+        self.any_beta || beta == 0.0 || beta == 1.0
+    }
 }
 
 /// How long OpenBLAS's workers spin after a call: 2^28 cycles (its default `THREAD_TIMEOUT`)

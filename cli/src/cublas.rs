@@ -95,9 +95,9 @@ impl Cublas {
             .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
     }
 
-    /// Queues `C_i = alpha A_i B_i + beta C_i` for `i < batch` with `cublasSgemmStridedBatched`: row-major
-    /// members of `m x k`, `k x n` and `m x n` back to back in `a`, `b` and `c` (computed as the
-    /// column-major `C_i^T = B_i^T A_i^T`).
+    /// Queues `C_i = alpha A_i B_i + beta C_i` for `i < batch` with `cublasSgemmStridedBatched`:
+    /// row-major members of `m x k`, `k x n` and `m x n` back to back in `a`, `b` and `c`
+    /// (computed as the column-major `C_i^T = alpha B_i^T A_i^T + beta C_i^T`).
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_strided(
         &self,

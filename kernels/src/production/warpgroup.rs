@@ -642,6 +642,10 @@ pub(crate) mod device_code {
         // Element 4 j + e of the fragment is at row `top + 8 (e / 2)`, column
         // `left + 8 j + e % 2`: rows `top` and `top + 8`, columns `left ..= left + COLS - 7`.
         let (top, left) = (first + g, col0 + 2 * t4);
+        let position = |i: usize| {
+            let (j, e) = (i as u32 / 4, i as u32 % 4);
+            (top + 8 * (e / 2), left + 8 * j + e % 2)
+        };
         if top + 8 < args.m && left + COLS - 7 < args.n && finite {
             // SAFETY: the fragment lies inside C (just checked).
             unsafe {
@@ -656,10 +660,7 @@ pub(crate) mod device_code {
             // Across C's edge: groups of 8 elements, the ones outside C skipped, each group's
             // reads of C before its writes (`read_c`).
             for group in 0..live.len() / 8 {
-                let at = |p: usize| {
-                    let (j, e) = ((8 * group + p) as u32 / 4, (8 * group + p) as u32 % 4);
-                    (top + 8 * (e / 2), left + 8 * j + e % 2)
-                };
+                let at = |p: usize| position(8 * group + p);
                 let x: [[f32; 1]; 8] = core::array::from_fn(|p| [live[8 * group + p]]);
                 // SAFETY: the GEMM contract; only outputs inside C, each this thread's.
                 unsafe {
@@ -674,9 +675,9 @@ pub(crate) mod device_code {
             }
         } else {
             for (i, &x) in live.iter().enumerate() {
-                let (j, e) = (i as u32 / 4, i as u32 % 4);
+                let (row, col) = position(i);
                 // SAFETY: the GEMM contract; `store_exact` skips the outputs outside C.
-                unsafe { store_exact(args, top + 8 * (e / 2), left + 8 * j + e % 2, x) };
+                unsafe { store_exact(args, row, col, x) };
             }
         }
     }
