@@ -23,6 +23,10 @@
 //!   of tiles ([`warms_next_rows`]): rows too short for the hardware's prefetchers to follow
 //!   would otherwise be waited for line by line when `A` is not in cache (each member of a
 //!   batch).
+//! - while a tile is computed, it asks for the lines of `C` of the tile after it (to its right,
+//!   or the first of the row of tiles below): a tile writes its block of `C` all at its end, and
+//!   where `C` is not in cache each of those stores would otherwise wait for its line to be read
+//!   for ownership (and read for `beta`).
 //!
 //! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
@@ -44,7 +48,7 @@ use super::microkernel::{Microkernel, rank_one_update, update_c};
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{LINE_FLOATS, Portable, Simd, prefetch_l2};
+use super::simd::{LINE_FLOATS, Portable, Simd, prefetch, prefetch_l2};
 use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
@@ -236,7 +240,9 @@ struct Operands {
 /// One `R x (NV * LANES)` tile of `C`; with `EDGE`, only its first `cols` columns exist (at
 /// least `(NV - 1) * LANES + 1` of them). With `next_a`, the first `R` rows of a row-major `A`
 /// from there (`k` values each) are prefetched into L2 while the tile is computed: the row of
-/// tiles below it, which [`warms_next_rows`] says to ask for.
+/// tiles below it, which [`warms_next_rows`] says to ask for. The lines of `R` rows of `NV`
+/// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, one row a stretch of
+/// steps: the next tile's block of `C` (a hint: any address will do).
 ///
 /// # Safety
 /// The CPU has `S`'s instruction set; the `R` rows of `A` and the `cols` columns of `B` and `C`
@@ -247,14 +253,16 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
     o: Operands,
     cols: usize,
     next_a: Option<*const f32>,
+    next_c: *const f32,
 ) {
     unsafe {
         let masks: [S::Mask; NV] =
             std::array::from_fn(|v| S::first(cols.saturating_sub(v * S::LANES).clamp(1, S::LANES)));
         let load = |p: *const f32, v: usize| if EDGE { S::load_masked(p, masks[v]) } else { S::load(p) };
         let mut acc = [[S::zero(); NV]; R];
-        // The steps in `R` stretches; after stretch `s`, the lines of row `s` of `next_a`, so
-        // that the requests spread over the tile and no step tests for them.
+        // The steps in `R` stretches; after stretch `s`, the lines of row `s` of the next block
+        // of `C` and of `next_a`, so that the requests spread over the tile and no step tests
+        // for them.
         let mut p = 0;
         for s in 0..R {
             let end = o.k * (s + 1) / R;
@@ -264,6 +272,10 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
                 let a_col = o.a.add(p * o.a_col);
                 rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
                 p += 1;
+            }
+            let row = next_c.wrapping_add(s * o.ldc);
+            for line in (0..NV * S::LANES).step_by(LINE_FLOATS) {
+                prefetch(row.wrapping_add(line));
             }
             if let Some(next) = next_a {
                 let row = next.wrapping_add(s * o.a_row);
@@ -277,7 +289,8 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
 }
 
 /// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns; the first
-/// one prefetches `next_a` (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
+/// one prefetches `next_a`, and each the block of `C` of the next, the last the first block
+/// of the `R` rows below (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
 /// last tile of at most one vector after a whole one is joined to it as one tile of `NW`
 /// vectors: each step of a tile broadcasts its `R` values of `A` once for all its vectors, so a
 /// tile of one vector would broadcast as often as it multiplies.
@@ -294,23 +307,25 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
     let nr = NV * S::LANES;
     let last = n % nr;
     let joined = NW > NV && n > nr && last != 0 && last <= S::LANES;
+    let below_c = o.c.wrapping_add(R * o.ldc);
     let mut j = 0;
     while j < n {
         // The last two tiles are one where they are joined: the only tile wider than `nr`.
         let cols = if joined && n - j < 2 * nr { n - j } else { nr.min(n - j) };
         let o = Operands { b: o.b.wrapping_add(j), c: o.c.wrapping_add(j), ..o };
         let next = if j == 0 { next_a } else { None };
+        let next_c = if j + cols < n { o.c.wrapping_add(cols) } else { below_c } as *const f32;
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(o, cols, next);
+                tile::<S, R, NV, false>(o, cols, next, next_c);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(o, cols, next);
+                tile::<S, R, 1, true>(o, cols, next, next_c);
             } else if cols < nr {
-                tile::<S, R, NV, true>(o, cols, next);
+                tile::<S, R, NV, true>(o, cols, next, next_c);
             } else if cols == NW * S::LANES {
-                tile::<S, R, NW, false>(o, cols, next);
+                tile::<S, R, NW, false>(o, cols, next, next_c);
             } else {
-                tile::<S, R, NW, true>(o, cols, next);
+                tile::<S, R, NW, true>(o, cols, next, next_c);
             }
         }
         j += cols;
