@@ -77,7 +77,7 @@ use std::sync::{PoisonError, RwLock};
 
 use super::microkernel::{MAX_TILE, Microkernel};
 use super::scratch::{Scratch, with_scratch};
-use super::simd::{LINE_FLOATS, prefetch};
+use super::simd::{line_offsets, prefetch};
 use super::{cache, pack, workers};
 use crate::Result;
 use crate::matrix::{Layout, MatMut, MatRef};
@@ -515,10 +515,10 @@ unsafe fn row_of_tiles(
     let ahead = if uk.prefetch_c && kc <= SHORT_SUM { cache::c_ahead_tiles(uk) } else { 0 };
     let prefetch_tile = |q: usize| {
         let col = cols.start + q * nr;
-        let last = nr.min(cols.end - col) - 1;
+        let width = nr.min(cols.end - col);
         for i in 0..height {
             let row = c.wrapping_add(i * ldc + col);
-            for line in (0..last).step_by(LINE_FLOATS).chain([last]) {
+            for line in line_offsets(width) {
                 prefetch(row.wrapping_add(line));
             }
         }

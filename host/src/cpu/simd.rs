@@ -223,6 +223,14 @@ impl Simd for Portable {
 /// [`prefetch`] fetches and the alignment of the packed buffers.
 pub const LINE_FLOATS: usize = 64 / size_of::<f32>();
 
+/// Offsets, in values, into a run of `len > 0` consecutive values that fall in every cache line
+/// the run touches, wherever it starts: one every [`LINE_FLOATS`] and the last value (a run off
+/// a line's start ends in one line more than its length in lines). What a prefetch of the whole
+/// run asks for.
+pub fn line_offsets(len: usize) -> impl Iterator<Item = usize> {
+    (0..len - 1).step_by(LINE_FLOATS).chain([len - 1])
+}
+
 /// Asks the cache hierarchy for the line holding `p` (x86 `prefetcht0`; nothing elsewhere). A
 /// hint: it never faults, whatever the address.
 #[inline(always)]
@@ -257,4 +265,23 @@ fn prefetch_with<const HINT: i32>(p: *const f32) {
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_offsets_touch_every_line_of_a_run_wherever_it_starts() {
+        for len in [1, 2, 15, 16, 17, 32, 33, 100] {
+            let offsets: Vec<usize> = line_offsets(len).collect();
+            assert!(offsets.iter().all(|&o| o < len), "{len}: {offsets:?}");
+            for start in 0..LINE_FLOATS {
+                let lines = |o: usize| (start + o) / LINE_FLOATS;
+                let touched: std::collections::BTreeSet<usize> = offsets.iter().map(|&o| lines(o)).collect();
+                let spanned: std::collections::BTreeSet<usize> = (0..len).map(lines).collect();
+                assert_eq!(touched, spanned, "{len} values from {start}");
+            }
+        }
+    }
 }

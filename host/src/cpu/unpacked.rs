@@ -48,7 +48,7 @@ use super::microkernel::{Microkernel, rank_one_update, update_c};
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{LINE_FLOATS, Portable, Simd, prefetch, prefetch_l2};
+use super::simd::{LINE_FLOATS, Portable, Simd, line_offsets, prefetch, prefetch_l2};
 use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
@@ -274,12 +274,12 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
                 p += 1;
             }
             let row = next_c.wrapping_add(s * o.ldc);
-            for line in (0..NV * S::LANES).step_by(LINE_FLOATS) {
+            for line in line_offsets(NV * S::LANES) {
                 prefetch(row.wrapping_add(line));
             }
             if let Some(next) = next_a {
                 let row = next.wrapping_add(s * o.a_row);
-                for line in (0..o.k).step_by(LINE_FLOATS) {
+                for line in line_offsets(o.k) {
                     prefetch_l2(row.wrapping_add(line));
                 }
             }
