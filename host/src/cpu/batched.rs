@@ -8,12 +8,18 @@
 //! least two members per thread; otherwise (a few large members) one after the other, each on
 //! the usual partition of all the threads.
 //!
+//! A thread that runs members one after the other tells each the member it runs next
+//! ([`upcoming`](super::upcoming)), whose operands the small products' kernel asks into L2 as
+//! it goes. So that a thread knows its next member, members side by side are dealt in runs of
+//! consecutive ones ([`run_length`]), a few runs a thread.
+//!
 //! Members of `C` that lie apart in memory (`stride >= span`, the usual case) are split into
 //! disjoint slices and may run side by side. Members interleaved with each other (heads side
 //! by side in one wide matrix, `stride < ld`) share their slices' range, so they run one after
 //! the other.
 
-use super::{kernel, packed, run, thread_count, workers};
+use super::upcoming::{self, Upcoming};
+use super::{cache, kernel, packed, run, thread_count, workers};
 use crate::Result;
 use crate::batch::{Members, Strided, check_list, check_strided};
 use crate::matrix::{MatMut, MatRef, span};
@@ -43,26 +49,32 @@ pub fn gemm_strided(
     let c = &mut c.matrix;
     let c_span = span(c.layout, c.rows, c.cols, c.ld);
     let (rows, cols, ld, layout) = (c.rows, c.cols, c.ld, c.layout);
+    let operands = |i: usize| (member(a, a_m.stride, i), member(b, b_m.stride, i));
     let side_by_side = side_by_side(threads, batch, (c.rows, c.cols, a.cols)) && c_stride >= c_span;
     if !side_by_side {
-        for i in 0..batch {
+        // Indices, not slices: members of C may share lines (interleaved), and then only one
+        // at a time may be borrowed mutably.
+        return in_order((0..batch).collect(), |i, next| {
+            if let Some(&j) = next {
+                let (a_next, b_next) = operands(j);
+                let c_next = MatRef { data: &c.data[j * c_stride..], rows, cols, ld, layout };
+                upcoming::set_next(Some(Upcoming::new(&a_next, &b_next, &c_next, upcoming_budget())));
+            }
+            let (a_i, b_i) = operands(i);
             let mut c_i = MatMut { data: &mut c.data[i * c_stride..], rows, cols, ld, layout };
-            run(
-                kernel,
-                threads,
-                alpha,
-                &member(a, a_m.stride, i),
-                &member(b, b_m.stride, i),
-                beta,
-                &mut c_i,
-            )?;
-        }
-        return Ok(());
+            run(kernel, threads, alpha, &a_i, &b_i, beta, &mut c_i)
+        });
     }
     let members: Vec<_> = c.data.chunks_mut(c_stride.max(1)).take(batch).enumerate().collect();
-    workers::for_each(threads, members, |(i, data)| {
-        let mut c_i = MatMut { data, rows, cols, ld, layout };
-        run(kernel, 1, alpha, &member(a, a_m.stride, i), &member(b, b_m.stride, i), beta, &mut c_i)
+    workers::for_each(threads, runs_of(members, run_length(threads, batch)), |run_of| {
+        in_order(run_of, |(i, data), next| {
+            if let Some((j, data)) = next {
+                let ((a_next, b_next), c_next) = (operands(*j), MatRef { data, rows, cols, ld, layout });
+                upcoming::set_next(Some(Upcoming::new(&a_next, &b_next, &c_next, upcoming_budget())));
+            }
+            let ((a_i, b_i), mut c_i) = (operands(i), MatMut { data, rows, cols, ld, layout });
+            run(kernel, 1, alpha, &a_i, &b_i, beta, &mut c_i)
+        })
     })
 }
 
@@ -82,13 +94,67 @@ pub fn gemm_batch(
     let (kernel, threads) = (kernel(kernel_name)?, thread_count(threads)?);
     let Some(first) = c.first() else { return Ok(()) };
     if !side_by_side(threads, c.len(), (first.rows, first.cols, a[0].cols)) {
-        for ((a, b), c) in a.iter().zip(b).zip(c.iter_mut()) {
-            run(kernel, threads, alpha, a, b, beta, c)?;
-        }
-        return Ok(());
+        let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
+        return in_order(members, |((a, b), c), next| {
+            if let Some(((a_next, b_next), c_next)) = next {
+                upcoming::set_next(Some(Upcoming::new(a_next, b_next, &c_next.as_ref(), upcoming_budget())));
+            }
+            run(kernel, threads, alpha, a, b, beta, c)
+        });
     }
     let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
-    workers::for_each(threads, members, |((a, b), c)| run(kernel, 1, alpha, a, b, beta, c))
+    let length = run_length(threads, members.len());
+    workers::for_each(threads, runs_of(members, length), |run_of| {
+        in_order(run_of, |((a, b), c), next| {
+            if let Some(((a_next, b_next), c_next)) = next {
+                upcoming::set_next(Some(Upcoming::new(a_next, b_next, &c_next.as_ref(), upcoming_budget())));
+            }
+            run(kernel, 1, alpha, a, b, beta, c)
+        })
+    })
+}
+
+/// Runs `f` on each item of `items` in order, with the item after it (`None` for the last),
+/// then forgets any next member `f` announced and no product took
+/// ([`upcoming::set_next`]).
+fn in_order<T>(items: Vec<T>, mut f: impl FnMut(T, Option<&T>) -> Result<()>) -> Result<()> {
+    let mut items = items.into_iter().peekable();
+    let mut done = Ok(());
+    while let Some(item) = items.next() {
+        done = f(item, items.peek());
+        if done.is_err() {
+            break;
+        }
+    }
+    upcoming::set_next(None);
+    done
+}
+
+/// How many consecutive members a thread takes at once when `batch` members run side by side
+/// on `threads` threads: a few runs a thread, so that a worker that wakes late still finds
+/// some ([`workers`]), and within a run each member's successor is known ([`upcoming`]).
+fn run_length(threads: usize, batch: usize) -> usize {
+    (batch / (RUNS_PER_THREAD * threads)).max(1)
+}
+
+/// How many runs of members [`run_length`] cuts for each thread.
+const RUNS_PER_THREAD: usize = 4;
+
+/// `items` in runs of `length` consecutive ones (the last may be shorter).
+fn runs_of<T>(items: Vec<T>, length: usize) -> Vec<Vec<T>> {
+    let mut runs = Vec::with_capacity(items.len().div_ceil(length));
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        runs.push(items.by_ref().take(length).collect());
+    }
+    runs
+}
+
+/// The bytes of its next member that a thread asks for while it computes one: a quarter of
+/// its L2 (of 2 MB when the CPU does not say), so that they stay there beside the member it
+/// computes.
+fn upcoming_budget() -> usize {
+    cache::l2_bytes().unwrap_or(2 << 20) / 4
 }
 
 /// Whether `batch` members of `m x n x k` run side by side, one thread each (see the
@@ -105,6 +171,31 @@ fn member<'a>(x: &MatRef<'a>, stride: usize, i: usize) -> MatRef<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_are_dealt_in_runs_of_consecutive_ones_a_few_runs_a_thread() {
+        for (threads, batch) in [(2, 64), (16, 64), (16, 256), (3, 7), (16, 2), (4, 1000)] {
+            let length = run_length(threads, batch);
+            let runs = runs_of((0..batch).collect(), length);
+            assert_eq!(runs.concat(), (0..batch).collect::<Vec<_>>(), "{threads} threads, {batch}");
+            assert!(runs.iter().all(|r| !r.is_empty() && r.len() <= length));
+            assert!(runs.len() >= (RUNS_PER_THREAD * threads).min(batch), "{threads} threads, {batch}");
+        }
+        assert_eq!(run_length(2, 64), 8);
+    }
+
+    #[test]
+    fn in_order_passes_each_item_its_successor_and_stops_at_an_error() {
+        let mut seen = Vec::new();
+        let done = in_order(vec![1, 2, 3, 4], |x, next| {
+            seen.push((x, next.copied()));
+            upcoming::set_next(Some(Upcoming::default()));
+            if x == 3 { Err(crate::Error::ZeroThreads) } else { Ok(()) }
+        });
+        assert!(done.is_err());
+        assert_eq!(seen, [(1, Some(2)), (2, Some(3)), (3, Some(4))]);
+        assert!(upcoming::take_next().is_none(), "a hint left behind is forgotten");
+    }
 
     #[test]
     fn small_members_run_side_by_side() {

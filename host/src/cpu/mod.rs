@@ -25,6 +25,7 @@ pub mod packed;
 mod scratch;
 mod simd;
 mod unpacked;
+mod upcoming;
 mod vector;
 mod workers;
 

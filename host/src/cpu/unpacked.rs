@@ -27,6 +27,9 @@
 //!   or the first of the row of tiles below): a tile writes its block of `C` all at its end, and
 //!   where `C` is not in cache each of those stores would otherwise wait for its line to be read
 //!   for ownership (and read for `beta`).
+//! - after each stretch of steps, a tile asks for a few lines of the product this thread
+//!   computes next, where a batch said which ([`upcoming`]): the next member's operands are in
+//!   L2 when its first tiles start.
 //!
 //! Each element of `C` is the same computation as in the packed kernel when `k` fits one block
 //! (`k <= kc`): one sum over `p` in order, fused multiply-adds from zero, then
@@ -49,6 +52,7 @@ use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
 use super::simd::{LINE_FLOATS, Portable, Simd, line_offsets, prefetch, prefetch_l2};
+use super::upcoming::{self, Cursor};
 use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
@@ -242,7 +246,8 @@ struct Operands {
 /// from there (`k` values each) are prefetched into L2 while the tile is computed: the row of
 /// tiles below it, which [`warms_next_rows`] says to ask for. The lines of `R` rows of `NV`
 /// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, one row a stretch of
-/// steps: the next tile's block of `C` (a hint: any address will do).
+/// steps: the next tile's block of `C` (a hint: any address will do). After each stretch,
+/// `ahead` asks for its next lines (the next product's operands).
 ///
 /// # Safety
 /// The CPU has `S`'s instruction set; the `R` rows of `A` and the `cols` columns of `B` and `C`
@@ -254,6 +259,7 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
     cols: usize,
     next_a: Option<*const f32>,
     next_c: *const f32,
+    ahead: &mut Cursor,
 ) {
     unsafe {
         let masks: [S::Mask; NV] =
@@ -283,6 +289,7 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
                     prefetch_l2(row.wrapping_add(line));
                 }
             }
+            ahead.ask();
         }
         update_c::<S, R, NV, EDGE>(&acc, o.alpha, o.beta, o.c, o.ldc, masks);
     }
@@ -290,7 +297,7 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
 
 /// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns; the first
 /// one prefetches `next_a`, and each the block of `C` of the next, the last the first block
-/// of the `R` rows below (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
+/// of the `R` rows below, and each asks `ahead` for lines (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
 /// last tile of at most one vector after a whole one is joined to it as one tile of `NW`
 /// vectors: each step of a tile broadcasts its `R` values of `A` once for all its vectors, so a
 /// tile of one vector would broadcast as often as it multiplies.
@@ -302,6 +309,7 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
     o: Operands,
     n: usize,
     next_a: Option<*const f32>,
+    ahead: &mut Cursor,
 ) {
     const { assert!(NW == NV || NW == NV + 1, "a joined tile is one vector wider") };
     let nr = NV * S::LANES;
@@ -317,15 +325,15 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
         let next_c = if j + cols < n { o.c.wrapping_add(cols) } else { below_c } as *const f32;
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(o, cols, next, next_c);
+                tile::<S, R, NV, false>(o, cols, next, next_c, ahead);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(o, cols, next, next_c);
+                tile::<S, R, 1, true>(o, cols, next, next_c, ahead);
             } else if cols < nr {
-                tile::<S, R, NV, true>(o, cols, next, next_c);
+                tile::<S, R, NV, true>(o, cols, next, next_c, ahead);
             } else if cols == NW * S::LANES {
-                tile::<S, R, NW, false>(o, cols, next, next_c);
+                tile::<S, R, NW, false>(o, cols, next, next_c, ahead);
             } else {
-                tile::<S, R, NW, true>(o, cols, next, next_c);
+                tile::<S, R, NW, true>(o, cols, next, next_c, ahead);
             }
         }
         j += cols;
@@ -394,6 +402,7 @@ macro_rules! unpacked {
             let ldc = c.ld;
             let (a_data, c_data) = (a.data.as_ptr(), c.data.as_mut_ptr());
             let warm = warms_next_rows($mr, a_col, k);
+            let mut ahead = Cursor::new(upcoming::take_next());
             with_rows_of_b(b, m / $mr, |b, ldb| {
                 for i in (0..m).step_by($mr) {
                     let next_a = (warm && i + $mr < m).then(|| a_data.wrapping_add((i + $mr) * a_row));
@@ -414,8 +423,8 @@ macro_rules! unpacked {
                     // columns of B's k rows lie inside them; the caller detected the CPU.
                     unsafe {
                         match m - i {
-                            $($r => row_of_tiles::<$simd, $r, $nv, $nw>(o, n, next_a),)*
-                            _ => row_of_tiles::<$simd, $mr, $nv, $nw>(o, n, next_a),
+                            $($r => row_of_tiles::<$simd, $r, $nv, $nw>(o, n, next_a, &mut ahead),)*
+                            _ => row_of_tiles::<$simd, $mr, $nv, $nw>(o, n, next_a, &mut ahead),
                         }
                     }
                 }
