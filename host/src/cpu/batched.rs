@@ -52,13 +52,13 @@ pub fn gemm_strided(
     let operands = |i: usize| (member(a, a_m.stride, i), member(b, b_m.stride, i));
     let side_by_side = side_by_side(threads, batch, (c.rows, c.cols, a.cols)) && c_stride >= c_span;
     if !side_by_side {
-        // Indices, not slices: members of C may share lines (interleaved), and then only one
-        // at a time may be borrowed mutably.
+        // Indices, not slices: interleaved members of C share their range, so only one at a
+        // time is borrowed mutably.
         return in_order((0..batch).collect(), |i, next| {
             if let Some(&j) = next {
                 let (a_next, b_next) = operands(j);
                 let c_next = MatRef { data: &c.data[j * c_stride..], rows, cols, ld, layout };
-                upcoming::set_next(Some(Upcoming::new(&a_next, &b_next, &c_next, upcoming_budget())));
+                announce(&a_next, &b_next, &c_next);
             }
             let (a_i, b_i) = operands(i);
             let mut c_i = MatMut { data: &mut c.data[i * c_stride..], rows, cols, ld, layout };
@@ -70,7 +70,7 @@ pub fn gemm_strided(
         in_order(run_of, |(i, data), next| {
             if let Some((j, data)) = next {
                 let ((a_next, b_next), c_next) = (operands(*j), MatRef { data, rows, cols, ld, layout });
-                upcoming::set_next(Some(Upcoming::new(&a_next, &b_next, &c_next, upcoming_budget())));
+                announce(&a_next, &b_next, &c_next);
             }
             let ((a_i, b_i), mut c_i) = (operands(i), MatMut { data, rows, cols, ld, layout });
             run(kernel, 1, alpha, &a_i, &b_i, beta, &mut c_i)
@@ -97,7 +97,7 @@ pub fn gemm_batch(
         let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
         return in_order(members, |((a, b), c), next| {
             if let Some(((a_next, b_next), c_next)) = next {
-                upcoming::set_next(Some(Upcoming::new(a_next, b_next, &c_next.as_ref(), upcoming_budget())));
+                announce(a_next, b_next, &c_next.as_ref());
             }
             run(kernel, threads, alpha, a, b, beta, c)
         });
@@ -107,7 +107,7 @@ pub fn gemm_batch(
     workers::for_each(threads, runs_of(members, length), |run_of| {
         in_order(run_of, |((a, b), c), next| {
             if let Some(((a_next, b_next), c_next)) = next {
-                upcoming::set_next(Some(Upcoming::new(a_next, b_next, &c_next.as_ref(), upcoming_budget())));
+                announce(a_next, b_next, &c_next.as_ref());
             }
             run(kernel, 1, alpha, a, b, beta, c)
         })
@@ -115,7 +115,7 @@ pub fn gemm_batch(
 }
 
 /// Runs `f` on each item of `items` in order, with the item after it (`None` for the last),
-/// then forgets any next member `f` announced and no product took
+/// then forgets any next member `f` announced ([`announce`]) that no product took
 /// ([`upcoming::set_next`]).
 fn in_order<T>(items: Vec<T>, mut f: impl FnMut(T, Option<&T>) -> Result<()>) -> Result<()> {
     let mut items = items.into_iter().peekable();
@@ -150,11 +150,12 @@ fn runs_of<T>(items: Vec<T>, length: usize) -> Vec<Vec<T>> {
     runs
 }
 
-/// The bytes of its next member that a thread asks for while it computes one: a quarter of
-/// its L2 (of 2 MB when the CPU does not say), so that they stay there beside the member it
-/// computes.
-fn upcoming_budget() -> usize {
-    cache::l2_bytes().unwrap_or(2 << 20) / 4
+/// Tells this thread's next product that it computes the member of operands `a`, `b`, `c`
+/// after it ([`upcoming`]), as far as a quarter of its L2 (of 2 MB when the CPU does not say):
+/// what stays there beside the member it computes.
+fn announce(a: &MatRef, b: &MatRef, c: &MatRef) {
+    let budget = cache::l2_bytes().unwrap_or(2 << 20) / 4;
+    upcoming::set_next(Some(Upcoming::new(a, b, c, budget)));
 }
 
 /// Whether `batch` members of `m x n x k` run side by side, one thread each (see the
