@@ -93,25 +93,22 @@ pub fn gemm_batch(
     check_list(a, b, c)?;
     let (kernel, threads) = (kernel(kernel_name)?, thread_count(threads)?);
     let Some(first) = c.first() else { return Ok(()) };
-    if !side_by_side(threads, c.len(), (first.rows, first.cols, a[0].cols)) {
-        let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
-        return in_order(members, |((a, b), c), next| {
-            if let Some(((a_next, b_next), c_next)) = next {
-                announce(a_next, b_next, &c_next.as_ref());
-            }
-            run(kernel, threads, alpha, a, b, beta, c)
-        });
-    }
+    let side_by_side = side_by_side(threads, c.len(), (first.rows, first.cols, a[0].cols));
+    // Each member on one thread side by side, else on all of them.
+    let member_threads = if side_by_side { 1 } else { threads };
+    type Member<'m, 'a, 'b, 'c> = ((&'m MatRef<'a>, &'m MatRef<'b>), &'m mut MatMut<'c>);
+    let run_member = |((a, b), c): Member, next: Option<&Member>| {
+        if let Some(((a_next, b_next), c_next)) = next {
+            announce(a_next, b_next, &c_next.as_ref());
+        }
+        run(kernel, member_threads, alpha, a, b, beta, c)
+    };
     let members: Vec<_> = a.iter().zip(b).zip(c.iter_mut()).collect();
+    if !side_by_side {
+        return in_order(members, run_member);
+    }
     let length = run_length(threads, members.len());
-    workers::for_each(threads, runs_of(members, length), |run_of| {
-        in_order(run_of, |((a, b), c), next| {
-            if let Some(((a_next, b_next), c_next)) = next {
-                announce(a_next, b_next, &c_next.as_ref());
-            }
-            run(kernel, 1, alpha, a, b, beta, c)
-        })
-    })
+    workers::for_each(threads, runs_of(members, length), |run_of| in_order(run_of, run_member))
 }
 
 /// Runs `f` on each item of `items` in order, with the item after it (`None` for the last),
@@ -151,10 +148,10 @@ fn runs_of<T>(items: Vec<T>, length: usize) -> Vec<Vec<T>> {
 }
 
 /// Tells this thread's next product that it computes the member of operands `a`, `b`, `c`
-/// after it ([`upcoming`]), as far as a quarter of its L2 (of 2 MB when the CPU does not say):
-/// what stays there beside the member it computes.
+/// after it ([`upcoming`]), as far as a quarter of this core's L2
+/// ([`cache::l2_bytes_or_default`]): what stays there beside the member it computes.
 fn announce(a: &MatRef, b: &MatRef, c: &MatRef) {
-    let budget = cache::l2_bytes().unwrap_or(2 << 20) / 4;
+    let budget = cache::l2_bytes_or_default() / 4;
     upcoming::set_next(Some(Upcoming::new(a, b, c, budget)));
 }
 

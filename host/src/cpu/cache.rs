@@ -167,6 +167,11 @@ fn l1_bytes() -> Option<usize> {
     *L1.get_or_init(|| from_sysfs(1).or_else(|| from_cpuid(1)))
 }
 
+/// This core's L2 cache in bytes, or 2 MB when the CPU does not say.
+pub(crate) fn l2_bytes_or_default() -> usize {
+    l2_bytes().unwrap_or(2 << 20)
+}
+
 /// The L2 cache of one core, in bytes, if the CPU says.
 pub(crate) fn l2_bytes() -> Option<usize> {
     static L2: OnceLock<Option<usize>> = OnceLock::new();

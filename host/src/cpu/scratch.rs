@@ -16,13 +16,10 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use super::simd::LINE_FLOATS;
+use super::simd::LINE_BYTES;
 
 /// A thread's scratch buffer: see [`with_scratch`].
 pub(super) type Scratch = RefCell<Vec<f32>>;
-
-/// A cache line, in bytes.
-const LINE: usize = LINE_FLOATS * size_of::<f32>();
 
 /// A huge page of x86-64 and of most 64-bit Arm kernels, in bytes.
 const HUGE_PAGE: usize = 2 << 20;
@@ -52,7 +49,7 @@ pub(super) fn with_scratch<R>(
 /// if it is too short.
 fn aligned(buffer: &mut Vec<f32>, len: usize) -> &mut [f32] {
     let bytes = len * size_of::<f32>();
-    let boundary = if bytes >= HUGE_FROM { HUGE_PAGE } else { LINE };
+    let boundary = if bytes >= HUGE_FROM { HUGE_PAGE } else { LINE_BYTES };
     let slack = boundary / size_of::<f32>() - 1;
     if buffer.len() < len + slack {
         if boundary == HUGE_PAGE {
@@ -95,7 +92,7 @@ mod tests {
         for len in [1, 15, 16, 1000, HUGE_FROM / 4 - 1, HUGE_FROM / 4, 3 * HUGE_PAGE / 4 + 5, 7] {
             with_scratch(&TEST, len, |s| {
                 assert_eq!(s.len(), len);
-                let boundary = if len * 4 >= HUGE_FROM { HUGE_PAGE } else { LINE };
+                let boundary = if len * 4 >= HUGE_FROM { HUGE_PAGE } else { LINE_BYTES };
                 assert_eq!(s.as_ptr() as usize % boundary, 0, "{len} values");
                 s.fill(1.0);
             });

@@ -223,6 +223,9 @@ impl Simd for Portable {
 /// [`prefetch`] fetches and the alignment of the packed buffers.
 pub const LINE_FLOATS: usize = 64 / size_of::<f32>();
 
+/// A cache line in bytes: [`LINE_FLOATS`] values.
+pub const LINE_BYTES: usize = LINE_FLOATS * size_of::<f32>();
+
 /// Offsets, in values, into a run of `len > 0` consecutive values that fall in every cache line
 /// the run touches, wherever it starts: one every [`LINE_FLOATS`] and the last value (a run off
 /// a line's start ends in one line more than its length in lines). What a prefetch of the whole

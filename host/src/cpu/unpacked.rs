@@ -51,7 +51,7 @@ use super::microkernel::{Microkernel, rank_one_update, update_c};
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
-use super::simd::{LINE_FLOATS, Portable, Simd, line_offsets, prefetch, prefetch_l2};
+use super::simd::{LINE_BYTES, LINE_FLOATS, Portable, Simd, line_offsets, prefetch, prefetch_l2};
 use super::upcoming::{self, Cursor};
 use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
@@ -71,11 +71,11 @@ const MAX_FLOPS: usize = 8_000_000;
 const _: () = assert!(MAX_FLOPS < 2 * packed::FLOPS_PER_THREAD);
 
 /// The most values of a column-major `B` copied row-major for a product computed unpacked: the
-/// share of this core's L2 the packed path's blocking gives `B` ([`cache::b_share`]; a 2 MB L2
-/// when the CPU does not say), so that the copy, which this thread keeps for its next call,
+/// share of this core's L2 the packed path's blocking gives `B` ([`cache::b_share`],
+/// [`cache::l2_bytes_or_default`]), so that the copy, which this thread keeps for its next call,
 /// stays in L2 beside `A` and `C`. A larger `B` is packed instead.
 fn max_b_copy() -> usize {
-    cache::b_share(cache::l2_bytes().unwrap_or(2 << 20))
+    cache::b_share(cache::l2_bytes_or_default())
 }
 
 /// Whether an `m x n x k` product whose `B` is in layout `b` is computed unpacked; such a
@@ -296,10 +296,10 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
 }
 
 /// The tiles of `R` rows of `C` from `o`'s pointers on, left to right, `n` columns; the first
-/// one prefetches `next_a`, and each the block of `C` of the next, the last the first block
-/// of the `R` rows below, and each asks `ahead` for lines (see [`tile`]). Tiles are `NV` vectors wide; where `NW = NV + 1`, a
-/// last tile of at most one vector after a whole one is joined to it as one tile of `NW`
-/// vectors: each step of a tile broadcasts its `R` values of `A` once for all its vectors, so a
+/// one prefetches `next_a`, each the block of `C` of the next (the last the first block of the
+/// `R` rows below), and each asks `ahead` for lines (see [`tile`]). Tiles are `NV` vectors
+/// wide; where `NW = NV + 1`, a last tile of at most one vector after a whole one is joined to
+/// it as one tile of `NW` vectors: each step of a tile broadcasts its `R` values of `A` once for all its vectors, so a
 /// tile of one vector would broadcast as often as it multiplies.
 ///
 /// # Safety
@@ -360,8 +360,8 @@ fn b_copy_ld_from(b: &MatRef, rows_of_tiles: usize, realign: Option<usize>) -> O
     let copied = match b.layout {
         Layout::ColMajor => true,
         Layout::RowMajor => {
-            let on_lines = (b.data.as_ptr() as usize).is_multiple_of(LINE_FLOATS * size_of::<f32>())
-                && b.ld.is_multiple_of(LINE_FLOATS);
+            let on_lines =
+                (b.data.as_ptr() as usize).is_multiple_of(LINE_BYTES) && b.ld.is_multiple_of(LINE_FLOATS);
             !on_lines
                 && realign.is_some_and(|rows| rows_of_tiles >= rows)
                 && b.rows.saturating_mul(b.cols) <= max_b_copy()
@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn b_is_copied_onto_cache_lines_where_its_rows_are_off_them_and_the_cpu_pays_for_that() {
         let values: Vec<f32> = (0..40 * 64).map(|x| x as f32).collect();
-        let offset = values.as_ptr().align_offset(LINE_FLOATS * size_of::<f32>());
+        let offset = values.as_ptr().align_offset(LINE_BYTES);
         let on_lines = MatRef::new(&values[offset..], 20, 40, 48);
         let off_lines = MatRef::new(&values[offset + 1..], 20, 40, 48);
         let odd_ld = MatRef::new(&values[offset..], 20, 40, 41);

@@ -13,11 +13,8 @@
 
 use std::cell::Cell;
 
-use super::simd::{LINE_FLOATS, prefetch_l2};
+use super::simd::{LINE_BYTES, prefetch_l2};
 use crate::matrix::{MatRef, span};
-
-/// Bytes in a cache line.
-const LINE_BYTES: usize = LINE_FLOATS * size_of::<f32>();
 
 /// Lines asked for at each [`Cursor::ask`]: a tile asks after each of its stretches of steps
 /// (a row of its `C` each), so a member of `t` tiles of `R` rows asks for `4 t R` lines.
