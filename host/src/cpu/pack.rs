@@ -21,7 +21,7 @@
 
 use std::ops::Range;
 
-use super::simd::LINE_FLOATS;
+use super::simd::{LINE_FLOATS, prefetch_l2};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
 use crate::matrix::{Layout, MatRef};
@@ -228,11 +228,13 @@ mod avx512 {
     /// The CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn rows_across<'a, const NR: usize>(
-        rows: impl Iterator<Item = &'a [f32]>,
+        row: impl Fn(usize) -> &'a [f32],
+        kc: usize,
+        ahead: usize,
         stride: usize,
         out: &mut [f32],
     ) {
-        super::rows_across::<NR>(rows, stride, out)
+        super::rows_across::<NR>(row, kc, ahead, stride, out)
     }
 }
 
@@ -261,7 +263,8 @@ pub const B_PANEL_GAP: usize = 32;
 /// A row-major `B` is read row by row across all the panels at once, in address order. Packing
 /// one panel at a time instead reads `NR` values (two cache lines) from every row, one row a
 /// page apart at n >= 1024: the hardware prefetchers stop at page boundaries, so every line was
-/// a demand miss, and that pass took 3-4% of a single-threaded n = 2048 product.
+/// a demand miss, and that pass took 3-4% of a single-threaded n = 2048 product. Runs of at most
+/// [`SHORT_RUN_BYTES`] are asked for [`ROWS_AHEAD`] rows before they are copied.
 pub fn pack_b<const NR: usize>(
     b: &MatRef,
     rows: Range<usize>,
@@ -274,13 +277,14 @@ pub fn pack_b<const NR: usize>(
     let cols = first..cols.end.min(first + out.len().div_ceil(stride) * NR);
     match b.layout {
         Layout::RowMajor => {
-            let rows = rows.map(|p| &b.row(p)[cols.clone()]);
+            let ahead = if cols.len() * size_of::<f32>() <= SHORT_RUN_BYTES { ROWS_AHEAD } else { 0 };
+            let row = |p: usize| &b.row(rows.start + p)[cols.clone()];
             #[cfg(target_arch = "x86_64")]
             if Avx512::detected() {
                 // SAFETY: the CPU has AVX-512F.
-                return unsafe { avx512::rows_across::<NR>(rows, stride, out) };
+                return unsafe { avx512::rows_across::<NR>(row, kc, ahead, stride, out) };
             }
-            rows_across::<NR>(rows, stride, out);
+            rows_across::<NR>(row, kc, ahead, stride, out);
         }
         // Columns of B are contiguous (B is a transposed row-major matrix): a full panel is NR
         // columns transposed into rows, as A's rows are transposed into its panels.
@@ -294,13 +298,41 @@ pub fn pack_b<const NR: usize>(
     }
 }
 
+/// The longest run of a row of `B` in a block, in bytes, whose rows [`pack_b`] asks for
+/// [`ROWS_AHEAD`] rows before it copies them: a page. The hardware's stream prefetchers follow
+/// a run only within its page and only after its first few lines, so a run of at most a page
+/// (one thread's share of a block's columns when several threads pack it, or its strip of `B`
+/// in a product of few rows) is read mostly as demand misses, each row a new start; longer
+/// runs they follow, and asking for them as well only adds requests (measured in
+/// `docs/performance-notes.md`).
+const SHORT_RUN_BYTES: usize = 4096;
+
+/// How many rows ahead of the one it copies [`pack_b`] asks for a short run of `B` (into L2).
+const ROWS_AHEAD: usize = 2;
+
 /// Copies the rows of a row-major block of `B` across its panels, [`pack_b`]'s row-major case:
-/// `NR` values of each row to each panel, `stride` apart. Compiled once for the x86-64 baseline
-/// and once for AVX-512 ([`avx512::rows_across`]), where each `NR`-value copy is `NR / 16`
-/// 64-byte loads and stores instead of `NR / 4` 16-byte ones.
+/// `NR` values of each row `row(p)`, `p < kc`, to each panel, `stride` apart; with `ahead > 0`,
+/// the lines of row `p + ahead` are asked for (into L2) before row `p` is copied. Compiled once
+/// for the x86-64 baseline and once for AVX-512 ([`avx512::rows_across`]), where each
+/// `NR`-value copy is `NR / 16` 64-byte loads and stores instead of `NR / 4` 16-byte ones.
 #[inline(always)]
-fn rows_across<'a, const NR: usize>(rows: impl Iterator<Item = &'a [f32]>, stride: usize, out: &mut [f32]) {
-    for (p, row) in rows.enumerate() {
+fn rows_across<'a, const NR: usize>(
+    row: impl Fn(usize) -> &'a [f32],
+    kc: usize,
+    ahead: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
+    for p in 0..kc {
+        if ahead > 0 && p + ahead < kc {
+            let next = row(p + ahead);
+            // Every line of the run from its first value on (a plain loop: written through
+            // `line_offsets`, the same requests measured no gain).
+            for at in (0..next.len()).step_by(LINE_FLOATS) {
+                prefetch_l2(next.as_ptr().wrapping_add(at));
+            }
+        }
+        let row = row(p);
         let (chunks, rest) = row.as_chunks::<NR>();
         for (q, chunk) in chunks.iter().enumerate() {
             out[q * stride + p * NR..][..NR].copy_from_slice(chunk);
