@@ -21,9 +21,9 @@
 
 use std::ops::Range;
 
-use super::simd::{LINE_FLOATS, prefetch_l2};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
+use super::simd::{LINE_FLOATS, prefetch_l2};
 use crate::matrix::{Layout, MatRef};
 
 /// [`pack_a`] at one `MR`, as a [`Microkernel`](super::microkernel::Microkernel) holds it.
