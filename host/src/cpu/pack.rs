@@ -263,8 +263,8 @@ pub const B_PANEL_GAP: usize = 32;
 /// A row-major `B` is read row by row across all the panels at once, in address order. Packing
 /// one panel at a time instead reads `NR` values (two cache lines) from every row, one row a
 /// page apart at n >= 1024: the hardware prefetchers stop at page boundaries, so every line was
-/// a demand miss, and that pass took 3-4% of a single-threaded n = 2048 product. Runs of at most
-/// [`SHORT_RUN_BYTES`] are asked for [`ROWS_AHEAD`] rows before they are copied.
+/// a demand miss, and that pass took 3-4% of a single-threaded n = 2048 product. Runs shorter
+/// than [`SHORT_RUN_BYTES`] are asked for [`ROWS_AHEAD`] rows before they are copied.
 pub fn pack_b<const NR: usize>(
     b: &MatRef,
     rows: Range<usize>,
@@ -277,7 +277,7 @@ pub fn pack_b<const NR: usize>(
     let cols = first..cols.end.min(first + out.len().div_ceil(stride) * NR);
     match b.layout {
         Layout::RowMajor => {
-            let ahead = if cols.len() * size_of::<f32>() <= SHORT_RUN_BYTES { ROWS_AHEAD } else { 0 };
+            let ahead = if cols.len() * size_of::<f32>() < SHORT_RUN_BYTES { ROWS_AHEAD } else { 0 };
             let row = |p: usize| &b.row(rows.start + p)[cols.clone()];
             #[cfg(target_arch = "x86_64")]
             if Avx512::detected() {
@@ -298,13 +298,13 @@ pub fn pack_b<const NR: usize>(
     }
 }
 
-/// The longest run of a row of `B` in a block, in bytes, whose rows [`pack_b`] asks for
-/// [`ROWS_AHEAD`] rows before it copies them: a page. The hardware's stream prefetchers follow
-/// a run only within its page and only after its first few lines, so a run of at most a page
-/// (one thread's share of a block's columns when several threads pack it, or its strip of `B`
-/// in a product of few rows) is read mostly as demand misses, each row a new start; longer
-/// runs they follow, and asking for them as well only adds requests (measured in
-/// `docs/performance-notes.md`).
+/// The length in bytes from which [`pack_b`] leaves a run of a row of `B` in a block to the
+/// hardware's prefetchers, and below which it asks for it [`ROWS_AHEAD`] rows before it copies
+/// it: a page. The stream prefetchers follow a run only within its page and only after its
+/// first few lines, so a run shorter than a page (a thread's strip of `B` in a product of few
+/// rows, or its share of a block's columns on many threads) is read mostly as demand misses,
+/// each row a new start; runs of a page or more they follow, and asking for them as well only
+/// adds requests (measured in `docs/performance-notes.md`).
 const SHORT_RUN_BYTES: usize = 4096;
 
 /// How many rows ahead of the one it copies [`pack_b`] asks for a short run of `B` (into L2).
