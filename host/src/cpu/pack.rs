@@ -15,7 +15,8 @@
 //! lines ([`source_lines`], used by [`packed`](super::packed)), and what is left of packing a
 //! row-major `A` is the transpose itself, done 16 steps at a time in AVX-512 registers where the
 //! CPU has them ([`avx512`]), else in 4 x 4 SSE blocks. The panels of `B` are written 64 bytes at
-//! a time ([`rows_across`]) with a gap between them ([`B_PANEL_GAP`]). What each of these
+//! a time ([`rows_across`]) with a gap between them ([`B_PANEL_GAP`]), and rows of `B` read in
+//! runs shorter than a page are asked for a few rows ahead ([`SHORT_RUN_BYTES`]). What each of these
 //! measured, and the many variants that did not help, are in `docs/performance-notes.md`
 //! ("Figures moved out of the CPU modules' doc comments").
 
