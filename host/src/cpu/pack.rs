@@ -327,8 +327,9 @@ fn rows_across<'a, const NR: usize>(
     for p in 0..kc {
         if ahead > 0 && p + ahead < kc {
             let next = row(p + ahead);
-            // Every line of the run from its first value on (a plain loop: written through
-            // `line_offsets`, the same requests measured no gain).
+            // A line every `LINE_FLOATS` values from the run's first (a hint: the last line of a
+            // run that starts off a line may go unasked). A plain loop on purpose: the notes say
+            // why not `line_offsets`.
             for at in (0..next.len()).step_by(LINE_FLOATS) {
                 prefetch_l2(next.as_ptr().wrapping_add(at));
             }
