@@ -24,7 +24,7 @@ use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
-use super::simd::{LINE_FLOATS, prefetch_l2};
+use super::simd::{LINE_FLOATS, line_offsets, prefetch_l2};
 use crate::matrix::{Layout, MatRef};
 
 /// [`pack_a`] at one `MR`, as a [`Microkernel`](super::microkernel::Microkernel) holds it.
@@ -299,13 +299,11 @@ pub fn pack_b<const NR: usize>(
     }
 }
 
-/// The length in bytes from which [`pack_b`] leaves a run of a row of `B` in a block to the
-/// hardware's prefetchers, and below which it asks for it [`ROWS_AHEAD`] rows before it copies
-/// it: a page. The stream prefetchers follow a run only within its page and only after its
-/// first few lines, so a run shorter than a page (a thread's strip of `B` in a product of few
-/// rows, or its share of a block's columns on many threads) is read mostly as demand misses,
-/// each row a new start; runs of a page or more they follow, and asking for them as well only
-/// adds requests (measured in `docs/performance-notes.md`).
+/// The length in bytes below which [`pack_b`] asks for a run of a row of `B` in a block
+/// [`ROWS_AHEAD`] rows before it copies it, and from which it leaves the run to the hardware:
+/// the 4 KB within which x86 stream prefetchers follow a run, after its first few lines. A
+/// shorter run (a thread's strip or share of a block's columns on several threads) is mostly
+/// demand misses, each row a new start; a longer one they follow.
 const SHORT_RUN_BYTES: usize = 4096;
 
 /// How many rows ahead of the one it copies [`pack_b`] asks for a short run of `B` (into L2).
@@ -327,11 +325,8 @@ fn rows_across<'a, const NR: usize>(
     for p in 0..kc {
         if ahead > 0 && p + ahead < kc {
             let next = row(p + ahead);
-            // A line every `LINE_FLOATS` values from the run's first (a hint: the last line of a
-            // run that starts off a line may go unasked). A plain loop on purpose: the notes say
-            // why not `line_offsets`.
-            for at in (0..next.len()).step_by(LINE_FLOATS) {
-                prefetch_l2(next.as_ptr().wrapping_add(at));
+            for line in line_offsets(next.len()) {
+                prefetch_l2(next.as_ptr().wrapping_add(line));
             }
         }
         let row = row(p);

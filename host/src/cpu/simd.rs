@@ -229,9 +229,10 @@ pub const LINE_BYTES: usize = LINE_FLOATS * size_of::<f32>();
 /// Offsets, in values, into a run of `len > 0` consecutive values that fall in every cache line
 /// the run touches, wherever it starts: one every [`LINE_FLOATS`] and the last value (a run off
 /// a line's start ends in one line more than its length in lines). What a prefetch of the whole
-/// run asks for.
+/// run asks for. (One loop over a range, so that the compiler keeps it a plain counted loop
+/// wherever it is inlined; the last offset may repeat the one before it.)
 pub fn line_offsets(len: usize) -> impl Iterator<Item = usize> {
-    (0..len - 1).step_by(LINE_FLOATS).chain([len - 1])
+    (0..len.div_ceil(LINE_FLOATS) + 1).map(move |i| (i * LINE_FLOATS).min(len - 1))
 }
 
 /// Asks the cache hierarchy for the line holding `p` (x86 `prefetcht0`; nothing elsewhere). A
