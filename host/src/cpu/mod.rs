@@ -61,7 +61,9 @@ pub struct CpuKernel {
 /// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
 /// calling thread, and so do larger ones on one thread that [`unpacked::fits_one_thread`]; matrix-vector products and products of a few rows ([`vector::applies`]) to
 /// `vector`, the same instruction set's matrix-vector kernels; narrow ones
-/// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads.
+/// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads; one row of
+/// tiles over a large `B` on one thread ([`unpacked::fits_striped`]) to `small` in stripes of
+/// `B`.
 macro_rules! packed_kernel {
     ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {
         CpuKernel {
@@ -77,7 +79,7 @@ macro_rules! packed_kernel {
                 {
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and
                     // `small` shares the microkernel's instruction set.
-                    unsafe { $small(alpha, a, b, beta, c) };
+                    unsafe { $small(alpha, a, b, beta, c, 0) };
                     Ok(())
                 } else if vector::applies(&$vector, m, n) {
                     let kc = packed::sum_depth(&$uk, m, k);
@@ -86,6 +88,10 @@ macro_rules! packed_kernel {
                 } else if unpacked::fits_narrow(&$uk, m, n, k) {
                     // SAFETY: as above; C is row-major (the contract).
                     unsafe { unpacked::by_rows($small, &$uk, threads, alpha, a, b, beta, c) }
+                } else if threads == 1 && unpacked::fits_striped(&$uk, m, n, k, b) {
+                    // SAFETY: as above.
+                    unsafe { unpacked::striped($small, &$uk, alpha, a, b, beta, c) };
+                    Ok(())
                 } else {
                     packed::gemm(&$uk, threads, alpha, a, b, beta, c)
                 }

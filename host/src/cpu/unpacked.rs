@@ -38,6 +38,14 @@
 //! Larger ones are computed here only when they run on one thread anyway and their sum is the
 //! packed path's ([`fits_one_thread`]): the same bits either way.
 //!
+//! Products of one row of tiles over a large `B` ([`fits_striped`], [`striped`]): packing such a
+//! `B` buys no reuse at all (each packed panel would meet one panel of `A`), and it costs more
+//! than the copy's reads, since the packed block's lines, written once, are evicted dirty from
+//! L1 while `B` streams in. Here each sum's rows of `B` are read where they lie, a stripe of
+//! rows across all of `C`'s columns, and each step asks into L2 for its rows' lines a few tiles
+//! to the right ([`b_ahead_values`]): the stripe's rows are as many streams, more than the
+//! hardware's prefetchers follow.
+//!
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
 //! tall, over a `B` whose rows for one packed sum stay in L2. Packing there costs what
 //! little reuse there is: each packed panel of `A` serves only the few tiles across `C`, so the
@@ -57,11 +65,13 @@ use super::{cache, packed, workers};
 use crate::matrix::{Layout, MatMut, MatRef};
 
 /// An unpacked kernel: `C = alpha * A * B + beta * C` on the calling thread, under the contract
-/// of [`CpuKernelFn`](super::CpuKernelFn), for a product that [`fits`].
+/// of [`CpuKernelFn`](super::CpuKernelFn), for a product that [`fits`]. Each step asks for the
+/// lines of its row of `B` the last argument's number of values to the right (none when 0: a
+/// hint, whatever it points at).
 ///
 /// # Safety
 /// The CPU has the kernel's instruction set.
-pub type UnpackedFn = unsafe fn(f32, &MatRef, &MatRef, f32, &mut MatMut);
+pub type UnpackedFn = unsafe fn(f32, &MatRef, &MatRef, f32, &mut MatMut, usize);
 
 /// The most flops (`2 m n k`) of a product computed unpacked: about where packing starts to pay
 /// for itself on one thread (`docs/performance-notes.md`).
@@ -117,6 +127,48 @@ const NARROW_TILES: usize = 4;
 /// `docs/performance-notes.md`).
 const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
 
+/// Whether an `m x n x k` product on one thread is computed unpacked by [`striped`]: `C` one
+/// row of `uk`'s tiles tall, `B` row-major and larger than this core's share of L2 (a smaller
+/// one stays in cache, packed or not), its rows not a multiple of [`L1_SET_STRIDE`] apart. Rows
+/// that are would put the lines a stripe asks for ahead in a few sets of the L2 (its index
+/// within a page is the same for every row), where they evict each other before they are read.
+pub fn fits_striped(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
+    m <= uk.mr
+        && b.layout == Layout::RowMajor
+        && k.saturating_mul(n) > max_b_copy()
+        && !(b.ld * size_of::<f32>()).is_multiple_of(L1_SET_STRIDE)
+}
+
+/// The values of `B` to the right of a step's row at which [`striped`] asks for lines, for sums
+/// of `depth` rows and tiles `nr` wide: a quarter of this core's L2 spread over the rows of a
+/// sum, in whole tiles, at least one. The lines asked for and not yet read then take a quarter
+/// of the L2, leaving the rest to `A`, `C` and what the hardware's prefetchers bring.
+fn b_ahead_values(depth: usize, nr: usize) -> usize {
+    let values = cache::l2_bytes_or_default() / 4 / size_of::<f32>() / depth.max(1);
+    (values / nr).max(1) * nr
+}
+
+/// `C = alpha * A * B + beta * C` by `small` for a product that [`fits_striped`], on the calling
+/// thread: one sum per packed depth ([`in_sums`], so each element is the packed path's
+/// computation, bit for bit), each step asking for `B` [`b_ahead_values`] ahead along its row.
+///
+/// # Safety
+/// The CPU has `small`'s instruction set; `C` is row-major (the contract of
+/// [`CpuKernelFn`](super::CpuKernelFn)).
+pub unsafe fn striped(
+    small: UnpackedFn,
+    uk: &Microkernel,
+    alpha: f32,
+    a: &MatRef,
+    b: &MatRef,
+    beta: f32,
+    c: &mut MatMut,
+) {
+    let depth = packed::sum_depth(uk, c.rows, a.cols);
+    // SAFETY: the caller's contract.
+    unsafe { in_sums(small, depth, b_ahead_values(depth, uk.nr), alpha, a, b, beta, c) };
+}
+
 /// Whether an `m x n x k` product is computed unpacked with its rows dealt to the threads
 /// ([`by_rows`]): `C` at most [`NARROW_TILES`] of `uk`'s tiles wide (within
 /// [`DEEP_NARROW_TILES`] when `k` takes more than one of the packed path's sums), and the rows
@@ -158,7 +210,7 @@ pub unsafe fn by_rows(
     let depth = packed::sum_depth(uk, m, k);
     if threads == 1 {
         // SAFETY: the caller's contract.
-        unsafe { in_sums(small, depth, alpha, a, b, beta, c) };
+        unsafe { in_sums(small, depth, 0, alpha, a, b, beta, c) };
         return Ok(());
     }
     let rows = m.div_ceil(threads * BLOCKS_PER_THREAD).next_multiple_of(uk.mr);
@@ -177,20 +229,22 @@ pub unsafe fn by_rows(
         let a = MatRef { data: &a.data[r0 * a_row..], rows: height, ..*a };
         let mut c = MatMut { data, rows: height, cols: n, ld: ldc, layout };
         // SAFETY: the caller's contract; rows r0.. of A and C, a row-major block.
-        unsafe { in_sums(small, depth, alpha, &a, b, beta, &mut c) };
+        unsafe { in_sums(small, depth, 0, alpha, &a, b, beta, &mut c) };
         Ok(())
     })
 }
 
 /// `C = alpha * A * B + beta * C` by `small`, one sum per `depth` of `k` in order, as the packed
 /// path adds them: the first with `beta`, each later one with `1`. Each sum's rows of `B` are
-/// read by every row of tiles of `C` while they are in cache.
+/// read by every row of tiles of `C` while they are in cache; `b_ahead` goes to `small`.
 ///
 /// # Safety
 /// As [`UnpackedFn`].
+#[allow(clippy::too_many_arguments)]
 unsafe fn in_sums(
     small: UnpackedFn,
     depth: usize,
+    b_ahead: usize,
     alpha: f32,
     a: &MatRef,
     b: &MatRef,
@@ -206,7 +260,7 @@ unsafe fn in_sums(
         let b = MatRef { data: &b.data[first * b_row..], rows: len, ..*b };
         let beta = if first == 0 { beta } else { 1.0 };
         // SAFETY: the caller's contract, for columns first.. of A and rows first.. of B.
-        unsafe { small(alpha, &a, &b, beta, c) };
+        unsafe { small(alpha, &a, &b, beta, c, b_ahead) };
     }
 }
 
@@ -239,6 +293,9 @@ struct Operands {
     ldc: usize,
     alpha: f32,
     beta: f32,
+    /// The values to the right of each step's row of `B` whose lines it asks for, where the
+    /// tile is instantiated to (`AHEAD`).
+    b_ahead: usize,
 }
 
 /// One `R x (NV * LANES)` tile of `C`; with `EDGE`, only its first `cols` columns exist (at
@@ -246,15 +303,16 @@ struct Operands {
 /// from there (`k` values each) are prefetched into L2 while the tile is computed: the row of
 /// tiles below it, which [`warms_next_rows`] says to ask for. The lines of `R` rows of `NV`
 /// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, one row a stretch of
-/// steps: the next tile's block of `C` (a hint: any address will do). After each stretch,
-/// `ahead` asks for its next lines (the next product's operands).
+/// steps: the next tile's block of `C` (a hint: any address will do). With `AHEAD`, each step
+/// asks into L2 for the lines of its `NV` vectors of `B` `o.b_ahead` values to the right.
+/// After each stretch, `ahead` asks for its next lines (the next product's operands).
 ///
 /// # Safety
 /// The CPU has `S`'s instruction set; the `R` rows of `A` and the `cols` columns of `B` and `C`
 /// from the pointers of `o` lie inside their views (`k` columns of `A`, `k` rows of `B`, `R`
 /// rows of `C`).
 #[inline(always)]
-unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
+unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool, const AHEAD: bool>(
     o: Operands,
     cols: usize,
     next_a: Option<*const f32>,
@@ -275,6 +333,11 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
             while p < end {
                 let b_row = o.b.add(p * o.ldb);
                 let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
+                if AHEAD {
+                    for v in 0..NV {
+                        prefetch_l2(b_row.wrapping_add(o.b_ahead + v * S::LANES));
+                    }
+                }
                 let a_col = o.a.add(p * o.a_col);
                 rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
                 p += 1;
@@ -305,7 +368,7 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool>(
 /// # Safety
 /// As [`tile`], for all `n` columns.
 #[inline(always)]
-unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize>(
+unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize, const AHEAD: bool>(
     o: Operands,
     n: usize,
     next_a: Option<*const f32>,
@@ -325,15 +388,15 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
         let next_c = if j + cols < n { o.c.wrapping_add(cols) } else { below_c } as *const f32;
         unsafe {
             if cols == nr {
-                tile::<S, R, NV, false>(o, cols, next, next_c, ahead);
+                tile::<S, R, NV, false, AHEAD>(o, cols, next, next_c, ahead);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true>(o, cols, next, next_c, ahead);
+                tile::<S, R, 1, true, AHEAD>(o, cols, next, next_c, ahead);
             } else if cols < nr {
-                tile::<S, R, NV, true>(o, cols, next, next_c, ahead);
+                tile::<S, R, NV, true, AHEAD>(o, cols, next, next_c, ahead);
             } else if cols == NW * S::LANES {
-                tile::<S, R, NW, false>(o, cols, next, next_c, ahead);
+                tile::<S, R, NW, false, AHEAD>(o, cols, next, next_c, ahead);
             } else {
-                tile::<S, R, NW, true>(o, cols, next, next_c, ahead);
+                tile::<S, R, NW, true, AHEAD>(o, cols, next, next_c, ahead);
             }
         }
         j += cols;
@@ -396,7 +459,7 @@ fn rows_of_b_apart(b: &MatRef, rows_of_tiles: usize) -> usize {
 macro_rules! unpacked {
     ($(#[$attr:meta])* $name:ident: $simd:ty, $mr:literal x $nv:literal, joined $nw:literal, shorter $($r:literal)*) => {
         $(#[$attr])*
-        unsafe fn $name(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut) {
+        unsafe fn $name(alpha: f32, a: &MatRef, b: &MatRef, beta: f32, c: &mut MatMut, b_ahead: usize) {
             let (m, n, k) = (c.rows, c.cols, a.cols);
             let (a_row, a_col) = a.strides();
             let ldc = c.ld;
@@ -417,14 +480,18 @@ macro_rules! unpacked {
                         ldc,
                         alpha,
                         beta,
+                        b_ahead,
                     };
                     // SAFETY: the operands were checked against their slices and C is
                     // row-major (the contract of CpuKernelFn): rows i.. of A and C and the n
                     // columns of B's k rows lie inside them; the caller detected the CPU.
                     unsafe {
-                        match m - i {
-                            $($r => row_of_tiles::<$simd, $r, $nv, $nw>(o, n, next_a, &mut ahead),)*
-                            _ => row_of_tiles::<$simd, $mr, $nv, $nw>(o, n, next_a, &mut ahead),
+                        // The steps ask for `B` ahead only where told to (`striped`).
+                        match (m - i, b_ahead != 0) {
+                            $(($r, false) => row_of_tiles::<$simd, $r, $nv, $nw, false>(o, n, next_a, &mut ahead),
+                            ($r, true) => row_of_tiles::<$simd, $r, $nv, $nw, true>(o, n, next_a, &mut ahead),)*
+                            (_, false) => row_of_tiles::<$simd, $mr, $nv, $nw, false>(o, n, next_a, &mut ahead),
+                            (_, true) => row_of_tiles::<$simd, $mr, $nv, $nw, true>(o, n, next_a, &mut ahead),
                         }
                     }
                 }
@@ -504,6 +571,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn striped_products_give_the_packed_kernels_bits_and_write_only_c() {
+        for (small, uk) in kernels() {
+            // One row of tiles, full or not, over a B past any L2's share (about 1.2 M
+            // values), several sums deep, last tiles cut by the edge.
+            let shapes = [(uk.mr, 1201, 1003), (uk.mr - 1, 517, 2400), (1, 3 * uk.nr + 1, 9001)];
+            for (m, n, k) in shapes {
+                for (beta, alpha) in [(0.0, 1.5), (0.5, -1.0), (1.0, 0.75)] {
+                    let operands = TestOperands::new((m, n, k), (Layout::RowMajor, Layout::RowMajor), beta);
+                    let (a, b, c0, ldc) = (operands.a(), operands.b(), operands.c0.clone(), operands.ldc);
+                    assert!(fits_striped(&uk, m, n, k, &b), "{m}x{n}x{k}");
+                    assert!(packed::sum_depth(&uk, m, k) < k, "{m}x{n}x{k} in one sum");
+                    let (mut out, mut packed) = (c0.clone(), c0.clone());
+                    // SAFETY: `uk` was detected, and `small` shares its instruction set; C is
+                    // row-major.
+                    unsafe {
+                        striped(small, &uk, alpha, &a, &b, beta, &mut MatMut::new(&mut out, m, n, ldc))
+                    };
+                    packed::gemm(&uk, 1, alpha, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc))
+                        .unwrap();
+                    for (idx, (&u, &p)) in out.iter().zip(&packed).enumerate() {
+                        let (i, j) = (idx / ldc, idx % ldc);
+                        let case = format!("{m}x{n}x{k} beta {beta}: C[{i}, {j}]");
+                        if i < m && j < n {
+                            assert_eq!(u.to_bits(), p.to_bits(), "{case}");
+                        } else {
+                            assert_eq!(u.to_bits(), c0[idx].to_bits(), "{case}: wrote outside C");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stripes_take_one_row_of_tiles_over_a_large_row_major_b_off_the_set_stride() {
+        let uk = &microkernel::PORTABLE;
+        let data = vec![0.0f32; 1 << 22];
+        let (n, k) = (1000, max_b_copy() / 1000 + 1);
+        let b = MatRef::new(&data, k, n, n);
+        assert!(fits_striped(uk, uk.mr, n, k, &b));
+        assert!(fits_striped(uk, 1, n, k, &b));
+        // Two rows of tiles; B within the L2 share; column-major; rows 4 KB apart.
+        assert!(!fits_striped(uk, uk.mr + 1, n, k, &b));
+        assert!(!fits_striped(uk, uk.mr, n, k - 1, &MatRef::new(&data, k - 1, n, n)));
+        assert!(!fits_striped(uk, uk.mr, n, k, &MatRef::col_major(&data, k, n, k)));
+        assert!(!fits_striped(uk, uk.mr, n, k, &MatRef::new(&data, k, n, 1024)));
+        // Whole tiles ahead, at least one, fewer for deeper sums.
+        for depth in [1, 256, 1 << 20] {
+            let values = b_ahead_values(depth, uk.nr);
+            assert!(values >= uk.nr && values.is_multiple_of(uk.nr));
+        }
+        assert!(b_ahead_values(64, uk.nr) >= b_ahead_values(256, uk.nr));
     }
 
     #[test]
@@ -592,7 +714,7 @@ mod tests {
                     let (mut unpacked, mut packed) = (c0.clone(), c0.clone());
                     let mut c = MatMut::new(&mut unpacked, m, n, ldc);
                     // SAFETY: `uk` was detected, and `small` shares its instruction set.
-                    unsafe { small(1.5, &a, &b, beta, &mut c) };
+                    unsafe { small(1.5, &a, &b, beta, &mut c, 0) };
                     packed::gemm(&uk, 1, 1.5, &a, &b, beta, &mut MatMut::new(&mut packed, m, n, ldc))
                         .unwrap();
                     let case = format!("{}x{}x{} {:?} {:?} beta {beta}", m, n, k, layouts[la], layouts[lb]);
