@@ -148,11 +148,10 @@ fn runs_of<T>(items: Vec<T>, length: usize) -> Vec<Vec<T>> {
 }
 
 /// Tells this thread's next product that it computes the member of operands `a`, `b`, `c`
-/// after it ([`upcoming`]), as far as a quarter of this core's L2
-/// ([`cache::l2_bytes_or_default`]): what stays there beside the member it computes.
+/// after it ([`upcoming`]), as far as [`cache::ahead_bytes`]: what stays in L2 beside the
+/// member it computes.
 fn announce(a: &MatRef, b: &MatRef, c: &MatRef) {
-    let budget = cache::l2_bytes_or_default() / 4;
-    upcoming::set_next(Some(Upcoming::new(a, b, c, budget)));
+    upcoming::set_next(Some(Upcoming::new(a, b, c, cache::ahead_bytes())));
 }
 
 /// Whether `batch` members of `m x n x k` run side by side, one thread each (see the

@@ -172,6 +172,13 @@ pub(crate) fn l2_bytes_or_default() -> usize {
     l2_bytes().unwrap_or(2 << 20)
 }
 
+/// The bytes of lines a thread may ask into L2 ahead of their use (the next batch member's
+/// operands, the rows of a stripe of `B` to the right): a quarter of this core's L2
+/// ([`l2_bytes_or_default`]), so that what it is computing keeps the rest.
+pub(crate) fn ahead_bytes() -> usize {
+    l2_bytes_or_default() / 4
+}
+
 /// The L2 cache of one core, in bytes, if the CPU says.
 pub(crate) fn l2_bytes() -> Option<usize> {
     static L2: OnceLock<Option<usize>> = OnceLock::new();

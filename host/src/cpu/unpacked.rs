@@ -140,11 +140,10 @@ pub fn fits_striped(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) 
 }
 
 /// The values of `B` to the right of a step's row at which [`striped`] asks for lines, for sums
-/// of `depth` rows and tiles `nr` wide: a quarter of this core's L2 spread over the rows of a
-/// sum, in whole tiles, at least one. The lines asked for and not yet read then take a quarter
-/// of the L2, leaving the rest to `A`, `C` and what the hardware's prefetchers bring.
+/// of `depth` rows and tiles `nr` wide: [`cache::ahead_bytes`] spread over the rows of a sum, in
+/// whole tiles, at least one, so that the lines asked for and not yet read stay within it.
 fn b_ahead_values(depth: usize, nr: usize) -> usize {
-    let values = cache::l2_bytes_or_default() / 4 / size_of::<f32>() / depth.max(1);
+    let values = cache::ahead_bytes() / size_of::<f32>() / depth.max(1);
     (values / nr).max(1) * nr
 }
 
@@ -304,7 +303,8 @@ struct Operands {
 /// tiles below it, which [`warms_next_rows`] says to ask for. The lines of `R` rows of `NV`
 /// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, one row a stretch of
 /// steps: the next tile's block of `C` (a hint: any address will do). With `AHEAD`, each step
-/// asks into L2 for the lines of its `NV` vectors of `B` `o.b_ahead` values to the right.
+/// asks into L2 for the line at the start of each of its `NV` vectors of `B`, `o.b_ahead`
+/// values to the right: over the tiles of a row, every line of the row's run.
 /// After each stretch, `ahead` asks for its next lines (the next product's operands).
 ///
 /// # Safety
