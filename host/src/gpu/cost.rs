@@ -317,6 +317,12 @@ mod tests {
         assert!((2..=8).contains(&slices((3309, 279, 6488))));
         // A full grid is not split.
         assert_eq!(slices((4096, 4096, 4096)), 1);
+        // 176 tiles 3225 deep, a wave and a third: three slices make four full waves.
+        assert_eq!(slices((11162, 175, 3225)), 3);
+        // Beyond two waves the model is not asked: split_k's 576 tiles at 3072^3 on its 264
+        // slots stay whole (split, they measured slower than the model predicted).
+        let strict = &split_k::SPEC;
+        assert_eq!(cost_of(strict.name).unwrap().slices(strict, 264, 132, (3072, 3072, 3072)), 1);
     }
 
     #[test]

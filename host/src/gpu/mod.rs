@@ -758,18 +758,21 @@ impl Gpu {
     /// row-major `m x n`; each slice's partial of `C` goes to a workspace, and a reduction adds
     /// them in order).
     ///
-    /// One when the tiles alone fill a wave (`SMs x blocks per SM` resident blocks; for the
-    /// matrix-vector kernels, whose block of 32 warps with sixteen loads in flight each keeps
-    /// an SM's share of memory traffic going on its own, a block per SM): splitting a full
-    /// grid only adds the partials' traffic and the reduction's launch. Below that, each slice
-    /// at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x 128 kernels'
-    /// tile height, so that a slice's block computes at least a cube, 64 for the small and tiny
-    /// tiles, whose shallower slices give shorter chains of additions per output), for a tile
-    /// kernel the count its cost model predicts fastest (`cost::Cost::slices`: more slices
-    /// fill more SMs, but every wave of blocks costs a pipeline's start and every slice a
-    /// partial of `C`), for the others the count whose waves are fullest (`blocks / (waves x
-    /// slots)`, the fewest slices on a tie). One for a kernel that does not split. A count set
-    /// by [`with_k_slices`](Self::with_k_slices) takes precedence, within the kernel's limits.
+    /// Each slice is at least as deep as the kernel allows ([`KernelSpec::k_slices`]: the 128 x
+    /// 128 kernels' tile height, so that a slice's block computes at least a cube, 64 for the
+    /// small and tiny tiles, whose shallower slices give shorter chains of additions per
+    /// output). For a tile kernel, the count its cost model predicts fastest
+    /// (`cost::Cost::slices`: more slices fill more SMs, but every wave of blocks costs a
+    /// pipeline's start and every slice a partial of `C`) on grids of fewer than two waves
+    /// (`SMs x blocks per SM` resident blocks a wave), where the second wave may leave most SMs
+    /// idle; beyond two waves the idle share is smaller than what the partials cost, so they
+    /// are not split ([`most_slices`]). For the others (the matrix-vector kernels, whose block
+    /// of 32 warps with sixteen loads in flight each keeps an SM's share of memory traffic
+    /// going on its own: a wave is a block per SM) one when the tiles alone fill a wave, since
+    /// splitting a full grid only adds the partials' traffic and the reduction's launch, else
+    /// the count whose waves are fullest (`blocks / (waves x slots)`, the fewest slices on a
+    /// tie). One for a kernel that does not split. A count set by
+    /// [`with_k_slices`](Self::with_k_slices) takes precedence, within the kernel's limits.
     pub fn k_slices(&self, kernel: &GpuKernel, m: usize, n: usize, k: usize) -> usize {
         let spec = &kernel.spec;
         if let Some(slices) = self.slices {
@@ -814,7 +817,8 @@ impl Gpu {
         // in-range elements); both launches go on the handle's stream.
         let mut workspace =
             unsafe { self.loaded.workspace.get(&self.loaded.stream, len) }.map_err(alloc_error(len * 4))?;
-        // Sizes fit u32: split-K runs only on grids of at most SMs x 2 tiles.
+        // Sizes fit u32: m, n, k and the leading dimensions were checked as such, the depth and
+        // the tail are at most k, the slices at most MAX_SLICES.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
         let function = kernel.function_for(aligned, lda, ldb, depth, b_cols);
@@ -1187,13 +1191,16 @@ fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize, l2_bytes: usize) ->
 /// the operands it cannot read 16 bytes at a time as they are, in an `m x n x k` product where
 /// the padding alone would copy `copied` elements of them: always for a kernel without a
 /// 4-byte entry, never for one whose 4-byte entry is always the better, and for
-/// [`Padding::Above`] when the product has enough multiply-adds per copied element.
+/// [`Padding::Above`] when there is nothing to copy or the product has enough multiply-adds for
+/// the copies' launch and per copied element.
 fn pads(padding: Padding, copied: usize, (m, n, k): (usize, usize, usize)) -> bool {
     match padding {
         Padding::Never => false,
         Padding::Always => true,
-        Padding::Above(intensity) => {
-            (m as u128) * (n as u128) * (k as u128) >= u128::from(intensity) * copied as u128
+        Padding::Above { fixed, per_copied } => {
+            copied == 0
+                || (m as u128) * (n as u128) * (k as u128)
+                    >= u128::from(fixed) + u128::from(per_copied) * copied as u128
         }
     }
 }
@@ -1230,12 +1237,14 @@ fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> u
     }
 }
 
-/// The most K slices split-K may cut an `m x n x k` product into on a kernel of launch geometry
-/// `spec` that fills the GPU with `slots` blocks: 1 for a kernel that does not split or whose
-/// tiles fill the slots, else as many as keep each slice at least [`KernelSpec::k_slices`]
-/// deep, at most [`MAX_SLICES`].
+/// The most K slices the cost model may cut an `m x n x k` product into on a tile kernel of
+/// launch geometry `spec` that fills the GPU with `slots` blocks: 1 for a kernel that does not
+/// split or whose tiles fill two waves of slots, else as many as keep each slice at least
+/// [`KernelSpec::k_slices`] deep, at most [`MAX_SLICES`]. (Split full grids of more than two
+/// waves measured slower than whole ones on an H100: `split_k` at 3072-6144, where the model
+/// predicted them faster.)
 fn most_slices(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
-    if tiles(spec, m, n) < slots { deepest_split(spec, k) } else { 1 }
+    if tiles(spec, m, n) < 2 * slots { deepest_split(spec, k) } else { 1 }
 }
 
 /// The most K slices `spec` may cut a `K` of `k` into, full grid or not: 1 for a kernel that
@@ -1364,15 +1373,28 @@ mod tests {
         let above = specialized::SPEC.padding;
         let both = |(m, n, k): (usize, usize, usize)| m * k + k * n;
         // Large products pad: the copies are a small part of the work.
-        for shape in [(2047, 2047, 2047), (4095, 4095, 4095), (8191, 8191, 1000), (2224, 10093, 97)] {
+        for shape in
+            [(2047, 2047, 2047), (4095, 4095, 4095), (8191, 8191, 1000), (2224, 10093, 97), (1711, 982, 324)]
+        {
             assert!(pads(above, both(shape), shape), "{shape:?}");
         }
         // A side short enough that the copies would be a large part of the product does not.
         for shape in [(11162, 175, 3225), (10861, 20, 45), (131, 133, 9767), (30, 6606, 2265)] {
             assert!(!pads(above, both(shape), shape), "{shape:?}");
         }
+        // The strict tile pads large products only: on small ones the copies' launch costs more
+        // than its 4-byte loads lose.
+        let strict = split_k::SPEC.padding;
+        for shape in [(2047, 2047, 2047), (4095, 4095, 4095), (4097, 4097, 4097)] {
+            assert!(pads(strict, both(shape), shape), "{shape:?}");
+        }
+        for shape in [(5697, 1974, 8), (3189, 990, 71), (2164, 1224, 73), (850, 8777, 17), (1023, 1023, 1023)]
+        {
+            assert!(!pads(strict, both(shape), shape), "{shape:?}");
+        }
         // Nothing to copy: the 16-byte entry as it is.
         assert!(pads(above, 0, (5, 5, 5)));
+        assert!(pads(strict, 0, (5, 5, 5)));
         assert!(pads(Padding::Always, both((5, 5, 5)), (5, 5, 5)));
         assert!(!pads(Padding::Never, 0, (4096, 4096, 4096)));
     }

@@ -68,10 +68,12 @@ pub enum Padding {
     /// Always: [`entry`](KernelSpec::entry) itself loads 16 bytes at a time (there is no
     /// 4-byte variant).
     Always,
-    /// When the product has at least this many multiply-adds (`m n k`) per element the padding
-    /// would copy: from there on the copies (8 bytes of traffic an element, and a launch) cost
-    /// less than the 4-byte entry's slower loop would over the whole product.
-    Above(u32),
+    /// When the product has at least `fixed + per_copied x copied` multiply-adds (`m n k`),
+    /// `copied` being the elements the padding would copy: from there on the copies (a launch,
+    /// worth `fixed` multiply-adds of what the 4-byte entry loses, and 8 bytes of traffic an
+    /// element, worth `per_copied`) cost less than the 4-byte entry's slower loop would over
+    /// the whole product.
+    Above { fixed: u64, per_copied: u32 },
 }
 
 /// The shapes of `C` a kernel computes.

@@ -25,7 +25,7 @@
 //! they load 16 bytes at a time (so that the loads stay aligned); the few columns left over are
 //! multiplied by the reduction.
 
-use crate::infra::launch::{KernelSpec, Module};
+use crate::infra::launch::{KernelSpec, Module, Padding};
 
 /// Launch configuration of the split-K GEMM: `double_buffered`'s, with `gridDim.z` slices.
 pub const SPEC: KernelSpec = KernelSpec {
@@ -34,6 +34,10 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_split_k_vec4"),
     summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
     k_slices: Some(crate::ladder::warp_tile::BM),
+    // Where the padding copies (a launch of about 3 us, 8 bytes an element at 3 TB/s) and the
+    // 4-byte loads' slower loop (about 12% of its time at 42 TFLOP/s) cost the same
+    // (docs/performance-notes.md, "Padded copies for the strict tile").
+    padding: Padding::Above { fixed: 530_000_000, per_copied: 470 },
     module: Module::Production,
     ..crate::ladder::double_buffering::SPEC
 };
