@@ -1240,9 +1240,8 @@ fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> u
 /// The most K slices the cost model may cut an `m x n x k` product into on a tile kernel of
 /// launch geometry `spec` that fills the GPU with `slots` blocks: 1 for a kernel that does not
 /// split or whose tiles fill two waves of slots, else as many as keep each slice at least
-/// [`KernelSpec::k_slices`] deep, at most [`MAX_SLICES`]. (Split full grids of more than two
-/// waves measured slower than whole ones on an H100: `split_k` at 3072-6144, where the model
-/// predicted them faster.)
+/// [`KernelSpec::k_slices`] deep, at most [`MAX_SLICES`]. (Why two waves: the performance
+/// notes, "Split grids of up to two waves".)
 fn most_slices(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
     if tiles(spec, m, n) < 2 * slots { deepest_split(spec, k) } else { 1 }
 }

@@ -34,9 +34,9 @@ pub const SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_split_k_vec4"),
     summary: "double_buffered with K split across blockIdx.z for small grids, reduced in order",
     k_slices: Some(crate::ladder::warp_tile::BM),
-    // Where the padding copies (a launch of about 3 us, 8 bytes an element at 3 TB/s) and the
-    // 4-byte loads' slower loop (about 12% of its time at 42 TFLOP/s) cost the same
-    // (docs/performance-notes.md, "Padded copies for the strict tile").
+    // Where the padding copies (a launch, and 8 bytes of traffic an element) and the 4-byte
+    // loads' slower loop cost the same (the derivation: docs/performance-notes.md, "Padded
+    // copies for the strict tile").
     padding: Padding::Above { fixed: 530_000_000, per_copied: 470 },
     module: Module::Production,
     ..crate::ladder::double_buffering::SPEC
