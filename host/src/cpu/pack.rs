@@ -38,10 +38,18 @@ pub type PackB = fn(&MatRef, Range<usize>, Range<usize>, usize, &mut [f32]);
 pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize>, panel: &mut [f32]) {
     let (first, height) = (rows.start, rows.len());
     if a.layout == Layout::ColMajor {
-        // Columns of A are contiguous: each step p of the panel is one copy of `height`.
-        for (p, dst) in cols.zip(panel.as_chunks_mut::<MR>().0) {
-            dst[..height].copy_from_slice(&a.col(p)[rows.clone()]);
-            dst[height..].fill(0.0);
+        // Columns of A are contiguous: each step p of the panel is one copy of `height`, of a
+        // length known at compile time for a full panel (a few vector moves, not a call).
+        let steps = cols.zip(panel.as_chunks_mut::<MR>().0);
+        if height == MR {
+            for (p, dst) in steps {
+                dst.copy_from_slice(&a.col(p)[first..first + MR]);
+            }
+        } else {
+            for (p, dst) in steps {
+                dst[..height].copy_from_slice(&a.col(p)[rows.clone()]);
+                dst[height..].fill(0.0);
+            }
         }
     } else {
         lines_across::<MR>(height, |r| &a.row(first + r)[cols.clone()], panel);
@@ -64,7 +72,21 @@ pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &
     };
     match a.layout {
         Layout::RowMajor => rows.for_each(|r| add(&a.row(r)[cols.clone()])),
-        Layout::ColMajor => cols.for_each(|p| add(&a.col(p)[rows.clone()])),
+        Layout::ColMajor => {
+            // Runs of a panel's height, mostly within a line or two: `add`'s lines without its
+            // iterator, which cost as much as the copies here.
+            lines.reserve(2 * cols.len());
+            for p in cols {
+                let run = &a.col(p)[rows.clone()];
+                let start = run.as_ptr();
+                lines.push(start);
+                let mut next = LINE_FLOATS - start.addr() / size_of::<f32>() % LINE_FLOATS;
+                while next < run.len() {
+                    lines.push(start.wrapping_add(next));
+                    next += LINE_FLOATS;
+                }
+            }
+        }
     }
 }
 
