@@ -171,19 +171,15 @@ impl<'a> MatRef<'a> {
     }
 
     /// Writes this matrix row-major into `out`, its rows `ld` apart (`ld >= cols`; the values
-    /// between one row's end and the next row's start are left as they were), reading the
-    /// source in its own order (a column-major one column by column).
+    /// between one row's end and the next row's start are left as they were): a row-major one
+    /// row by row, a column-major one in blocks of columns transposed in registers
+    /// ([`columns_to_rows`](crate::cpu::pack::columns_to_rows)).
     pub(crate) fn copy_row_major(&self, out: &mut [f32], ld: usize) {
-        let (rows, cols) = (self.rows, self.cols);
         match self.layout {
-            Layout::RowMajor => (0..rows).for_each(|i| out[i * ld..][..cols].copy_from_slice(self.row(i))),
-            Layout::ColMajor => {
-                for j in 0..cols {
-                    for (i, &x) in self.col(j).iter().enumerate() {
-                        out[i * ld + j] = x;
-                    }
-                }
+            Layout::RowMajor => {
+                (0..self.rows).for_each(|i| out[i * ld..][..self.cols].copy_from_slice(self.row(i)))
             }
+            Layout::ColMajor => crate::cpu::pack::columns_to_rows(self, out, ld),
         }
     }
 }

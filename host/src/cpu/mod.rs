@@ -20,7 +20,7 @@ pub mod cache_blocked;
 pub mod loop_reordered;
 mod microkernel;
 pub mod naive;
-mod pack;
+pub(crate) mod pack;
 pub mod packed;
 mod scratch;
 mod simd;

@@ -90,6 +90,38 @@ pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &
     }
 }
 
+/// Columns a block of [`columns_to_rows`] transposes at once: one 64-byte vector of each row.
+const COLUMNS_AT_ONCE: usize = 16;
+/// Rows a block of [`columns_to_rows`] transposes at once: its buffer (16 KB) stays in L1.
+const ROWS_AT_ONCE: usize = 256;
+
+/// Writes the column-major `b` row-major into `out`, its rows `ld` apart (`ld >= b.cols`; the
+/// values between one row's end and the next row's start are left as they were). Blocks of
+/// [`COLUMNS_AT_ONCE`] columns by up to [`ROWS_AT_ONCE`] rows go through [`transpose_rows`]
+/// (register transposes) into a buffer, then row by row into `out`; the columns left over one
+/// value at a time.
+pub fn columns_to_rows(b: &MatRef, out: &mut [f32], ld: usize) {
+    const W: usize = COLUMNS_AT_ONCE;
+    let (rows, cols) = (b.rows, b.cols);
+    let mut buffer = [0.0f32; W * ROWS_AT_ONCE];
+    let whole = cols - cols % W;
+    for j in (0..whole).step_by(W) {
+        for first in (0..rows).step_by(ROWS_AT_ONCE) {
+            let height = ROWS_AT_ONCE.min(rows - first);
+            let block = &mut buffer[..height * W];
+            transpose_rows::<W>(&std::array::from_fn(|r| &b.col(j + r)[first..first + height]), block);
+            for (i, row) in block.as_chunks::<W>().0.iter().enumerate() {
+                out[(first + i) * ld + j..][..W].copy_from_slice(row);
+            }
+        }
+    }
+    for j in whole..cols {
+        for (i, &x) in b.col(j).iter().enumerate() {
+            out[i * ld + j] = x;
+        }
+    }
+}
+
 /// Writes `count <= L` lines, `line(i)` each `kc` long, across into `panel`: element `(i, p)`
 /// at `panel[p*L + i]`, lines `count..L` zero (rows of A into an A panel, columns of B into a B
 /// panel). A full panel goes through [`transpose_rows`].
@@ -436,5 +468,29 @@ mod tests {
         check::<12>();
         check::<16>();
         check::<32>();
+    }
+
+    /// [`columns_to_rows`] writes each value of a column-major matrix at its row-major place
+    /// and nothing between the rows, for widths and heights on both sides of its blocks.
+    #[test]
+    fn columns_to_rows_writes_the_row_major_matrix() {
+        for (rows, cols, ld_a, ld) in
+            [(1, 1, 1, 1), (5, 17, 7, 19), (300, 33, 301, 40), (16, 16, 16, 16), (513, 48, 520, 50)]
+        {
+            let data: Vec<f32> = (0..ld_a * cols).map(|i| i as f32).collect();
+            let b = MatRef { data: &data, rows, cols, ld: ld_a, layout: Layout::ColMajor };
+            let mut out = vec![f32::NAN; (rows - 1) * ld + cols];
+            columns_to_rows(&b, &mut out, ld);
+            for i in 0..rows {
+                for j in 0..ld.min(out.len() - i * ld) {
+                    let got = out[i * ld + j];
+                    if j < cols {
+                        assert_eq!(got, data[j * ld_a + i], "{rows}x{cols} at ({i}, {j})");
+                    } else {
+                        assert!(got.is_nan(), "{rows}x{cols}: written between rows at ({i}, {j})");
+                    }
+                }
+            }
+        }
     }
 }
