@@ -57,8 +57,9 @@ pub struct CpuKernel {
     pub run: CpuKernelFn,
 }
 
-/// The packed kernel with microkernel `uk`, as a registry row: products that
-/// [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
+/// The packed kernel with microkernel `uk`, as a registry row: matrix-vector products that
+/// [`vector::takes_first`] go to `vector`, the same instruction set's matrix-vector kernels;
+/// products that [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
 /// calling thread, and so do larger ones on one thread that [`unpacked::fits_one_thread`]; matrix-vector products and products of a few rows ([`vector::applies`]) to
 /// `vector`, the same instruction set's matrix-vector kernels; narrow ones
 /// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads; one row of
@@ -74,7 +75,12 @@ macro_rules! packed_kernel {
             any_layout: true,
             run: |alpha, a, b, beta, c, threads| {
                 let (m, n, k) = (c.rows, c.cols, a.cols);
-                if unpacked::fits(m, n, k, b.layout)
+                if vector::takes_first(&$uk, m, n, k, b) {
+                    let kc = packed::sum_depth(&$uk, m, k);
+                    // SAFETY: the dispatcher runs a kernel only where it is detected, and
+                    // `vector` shares the microkernel's instruction set.
+                    unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
+                } else if unpacked::fits(m, n, k, b.layout)
                     || (threads == 1 && unpacked::fits_one_thread(&$uk, m, n, k, b))
                 {
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and

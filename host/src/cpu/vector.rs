@@ -32,6 +32,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
+use super::microkernel::Microkernel;
 use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx2, Avx512};
@@ -56,6 +57,17 @@ const DOT_ROWS: usize = 4;
 /// at most [`Vector::few_rows`] rows or columns, in any layouts.
 pub fn applies(kernel: &Vector, m: usize, n: usize) -> bool {
     m == 1 || n == 1 || m <= kernel.few_rows || n <= kernel.few_rows
+}
+
+/// Whether a matrix-vector product (`m == 1` or `n == 1`, `b` its `B`) goes to [`gemv`] before
+/// the unpacked tiles would take it as a small product: always for one column of `C` (the tile
+/// would compute one of its `NR` columns), and for one row unless `B` is row-major and the tile
+/// reads it from this core's L2 share, rows not a multiple of 4 KB apart
+/// ([`unpacked::fits_one_thread`](super::unpacked::fits_one_thread)). A larger or column-major
+/// `B` is read once here, in the direction it is contiguous in, where the tile would read its
+/// rows from farther away or copy it first.
+pub fn takes_first(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
+    n == 1 || (m == 1 && !(b.layout == Layout::RowMajor && super::unpacked::fits_one_thread(uk, m, n, k, b)))
 }
 
 /// The most heads computed at once, and so the most rows or columns of `C` a product computed
@@ -435,22 +447,23 @@ unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize
         let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
         let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add((h0 + h) * g.v_head));
         let mut acc = [[S::zero(); H]; R];
+        // Index loops: iterator chains over `acc` kept it in memory, stored at every step.
         for p in (0..whole).step_by(S::LANES) {
             let v: [S::V; H] = std::array::from_fn(|h| S::load(vs[h].add(p)));
-            for (acc, row) in acc.iter_mut().zip(rows) {
-                let x = S::load(row.add(p));
-                for (acc, &v) in acc.iter_mut().zip(&v) {
-                    *acc = S::fma(x, v, *acc);
+            for r in 0..R {
+                let x = S::load(rows[r].add(p));
+                for h in 0..H {
+                    acc[r][h] = S::fma(x, v[h], acc[r][h]);
                 }
             }
         }
         if whole < g.depth {
             let mask = S::first(g.depth - whole);
             let v: [S::V; H] = std::array::from_fn(|h| S::load_masked(vs[h].add(whole), mask));
-            for (acc, row) in acc.iter_mut().zip(rows) {
-                let x = S::load_masked(row.add(whole), mask);
-                for (acc, &v) in acc.iter_mut().zip(&v) {
-                    *acc = S::fma(x, v, *acc);
+            for r in 0..R {
+                let x = S::load_masked(rows[r].add(whole), mask);
+                for h in 0..H {
+                    acc[r][h] = S::fma(x, v[h], acc[r][h]);
                 }
             }
         }
@@ -546,6 +559,23 @@ mod tests {
     use super::*;
     use crate::cpu::{TestOperands, assert_same_bits};
     use crate::matrix::Layout;
+
+    /// [`takes_first`]: every column of `C`; a row of `C` unless `B` is row-major, within the L2
+    /// share and its rows off the 4 KB stride; nothing wider.
+    #[test]
+    fn matrix_vector_products_come_here_before_the_unpacked_tiles() {
+        let uk = &crate::cpu::microkernel::PORTABLE;
+        let data = vec![0.0f32; 1 << 20];
+        let row_major = |rows, cols, ld| MatRef::new(&data, rows, cols, ld);
+        assert!(takes_first(uk, 64, 1, 64, &row_major(64, 1, 1)));
+        assert!(takes_first(uk, 1000, 1, 1000, &MatRef::col_major(&data, 1000, 1, 1000)));
+        // One row: B small and off the stride stays with the tiles ...
+        assert!(!takes_first(uk, 1, 200, 200, &row_major(200, 200, 200)));
+        // ... not one whose rows are 4 KB apart, nor a column-major one (which they would copy).
+        assert!(takes_first(uk, 1, 1024, 256, &row_major(256, 1024, 1024)));
+        assert!(takes_first(uk, 1, 200, 200, &MatRef::col_major(&data, 200, 200, 200)));
+        assert!(!takes_first(uk, 2, 200, 200, &row_major(200, 200, 200)));
+    }
 
     /// Each instruction set this CPU has.
     fn kernels() -> Vec<(&'static str, Vector)> {
