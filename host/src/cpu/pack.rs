@@ -20,8 +20,10 @@
 //! measured, and the many variants that did not help, are in `docs/performance-notes.md`
 //! ("Figures moved out of the CPU modules' doc comments").
 
+use std::cell::RefCell;
 use std::ops::Range;
 
+use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
 use super::simd::{LINE_FLOATS, line_offsets, prefetch_l2};
@@ -90,6 +92,12 @@ pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &
     }
 }
 
+thread_local! {
+    /// The blocks [`columns_to_rows`] transposes, kept between calls (a fresh one would be
+    /// zeroed at every call, as long as a small matrix's whole copy).
+    static TRANSPOSED: Scratch = const { RefCell::new(Vec::new()) };
+}
+
 /// Columns a block of [`columns_to_rows`] transposes at once: one 64-byte vector of each row.
 const COLUMNS_AT_ONCE: usize = 16;
 /// Rows a block of [`columns_to_rows`] transposes at once: its buffer (16 KB) stays in L1.
@@ -103,18 +111,19 @@ const ROWS_AT_ONCE: usize = 256;
 pub fn columns_to_rows(b: &MatRef, out: &mut [f32], ld: usize) {
     const W: usize = COLUMNS_AT_ONCE;
     let (rows, cols) = (b.rows, b.cols);
-    let mut buffer = [0.0f32; W * ROWS_AT_ONCE];
     let whole = cols - cols % W;
-    for j in (0..whole).step_by(W) {
-        for first in (0..rows).step_by(ROWS_AT_ONCE) {
-            let height = ROWS_AT_ONCE.min(rows - first);
-            let block = &mut buffer[..height * W];
-            transpose_rows::<W>(&std::array::from_fn(|r| &b.col(j + r)[first..first + height]), block);
-            for (i, row) in block.as_chunks::<W>().0.iter().enumerate() {
-                out[(first + i) * ld + j..][..W].copy_from_slice(row);
+    with_scratch(&TRANSPOSED, W * ROWS_AT_ONCE.min(rows), |buffer| {
+        for j in (0..whole).step_by(W) {
+            for first in (0..rows).step_by(ROWS_AT_ONCE) {
+                let height = ROWS_AT_ONCE.min(rows - first);
+                let block = &mut buffer[..height * W];
+                transpose_rows::<W>(&std::array::from_fn(|r| &b.col(j + r)[first..first + height]), block);
+                for (i, row) in block.as_chunks::<W>().0.iter().enumerate() {
+                    out[(first + i) * ld + j..][..W].copy_from_slice(row);
+                }
             }
         }
-    }
+    });
     for j in whole..cols {
         for (i, &x) in b.col(j).iter().enumerate() {
             out[i * ld + j] = x;
