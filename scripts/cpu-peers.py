@@ -20,6 +20,10 @@ With --batch N each call is N products of the shape, members back to back: numpy
 stacked arrays (one BLAS call a member), PyTorch's `bmm`, and the drop-in's
 `cblas_sgemm_batch_strided`.
 
+With --transa (--transb) `A` (`B`) is stored transposed, `k x m` (`n x k`) row-major, and every
+contender computes `C = op(A) op(B)` from that storage: numpy and PyTorch on transposed views,
+the `cblas_sgemm` calls with `CblasTrans`.
+
     python3 scripts/cpu-peers.py --ours .devbuild/blas/libsgemm_blas.so --threads 16 \
         --shapes 512,1024,8x4096x4096
 """
@@ -39,7 +43,7 @@ except ImportError:
     torch = None
 
 # CBLAS's enumerations.
-ROW_MAJOR, NO_TRANS = 101, 111
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 
 def load_ours(path, threads):
@@ -96,6 +100,8 @@ def main():
     p.add_argument("--before", help="path of another build's libsgemm_blas.so, timed beside")
     p.add_argument("--seconds", type=float, default=3.0, help="time per shape (at least 5 rounds)")
     p.add_argument("--settle", type=float, default=0.25, help="pause after each call, threads > 1")
+    p.add_argument("--transa", action="store_true", help="A stored transposed (k x m)")
+    p.add_argument("--transb", action="store_true", help="B stored transposed (n x k)")
     args = p.parse_args()
     threads = args.threads
     ours = load_ours(args.ours, threads) if args.ours else None
@@ -106,14 +112,21 @@ def main():
     peer_cblas = load_peer_cblas()
     for m, n, k in map(shape, args.shapes.split(",")):
         rng = np.random.default_rng(m * n * k)
-        a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float32)
+        # The stored operands (transposed where asked), and op(A), op(B) as views of them.
+        a = rng.uniform(-1, 1, (batch, k, m) if args.transa else (batch, m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (batch, n, k) if args.transb else (batch, k, n)).astype(np.float32)
         c = np.zeros((batch, m, n), np.float32)
         if batch == 1:
             a, b, c = a[0], b[0], c[0]
-        contenders = {"numpy": lambda: np.matmul(a, b, out=c)}
+        op_a = a.swapaxes(-1, -2) if args.transa else a
+        op_b = b.swapaxes(-1, -2) if args.transb else b
+        ops = (TRANS if args.transa else NO_TRANS, TRANS if args.transb else NO_TRANS)
+        lda, ldb = (m if args.transa else k), (k if args.transb else n)
+        contenders = {"numpy": lambda: np.matmul(op_a, op_b, out=c)}
         if torch is not None:
             ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+            ta = ta.transpose(-1, -2) if args.transa else ta
+            tb = tb.transpose(-1, -2) if args.transb else tb
             mul = torch.matmul if batch == 1 else torch.bmm
             contenders["torch"] = lambda: mul(ta, tb, out=tc)
         fp = ctypes.POINTER(ctypes.c_float)
@@ -123,14 +136,14 @@ def main():
                 continue
             single, batched = lib
             if batch == 1:
-                contenders[name] = lambda f=single: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+                contenders[name] = lambda f=single: f(ROW_MAJOR, *ops, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, n)
             else:
                 contenders[name] = lambda f=batched: f(
-                    ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, m * k, pb, n, k * n, 0.0, pc, n, m * n, batch
+                    ROW_MAJOR, *ops, m, n, k, 1.0, pa, lda, m * k, pb, ldb, k * n, 0.0, pc, n, m * n, batch
                 )
         if batch == 1:
             for name, f, _ in peer_cblas:
-                contenders[name] = lambda f=f: f(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, pa, k, pb, n, 0.0, pc, n)
+                contenders[name] = lambda f=f: f(ROW_MAJOR, *ops, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, n)
         times = {name: [] for name in contenders}
         with threadpool_limits(limits=threads):
             for f in contenders.values():
@@ -145,7 +158,8 @@ def main():
                         time.sleep(args.settle)
         rate = {name: 2 * batch * m * n * k / statistics.median(ts) / 1e9 for name, ts in times.items()}
         label = f"{m}x{n}x{k}" if batch == 1 else f"{batch}*{m}x{n}x{k}"
-        line = f"threads {threads:2} {label:<14} rounds {len(times['numpy']):4}"
+        label += " " + "".join("T" if t else "N" for t in (args.transa, args.transb))
+        line = f"threads {threads:2} {label:<18} rounds {len(times['numpy']):4}"
         line += "".join(f"  {name} {r:8.1f}" for name, r in rate.items())
         if ours is not None:
             best = max(r for name, r in rate.items() if name not in ("ours", "before"))
