@@ -47,6 +47,11 @@ pub trait Simd: Copy {
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `a * b`.
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// `a + b`.
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// The sum of the lanes, added pairwise in halves (the upper half of the lanes onto the
+    /// lower, again, down to one): the same order on every call.
+    unsafe fn sum(v: Self::V) -> f32;
     /// The first `lanes` lanes (`1 <= lanes <= LANES`), for the masked loads and stores.
     unsafe fn first(lanes: usize) -> Self::Mask;
     /// The lanes of `mask` from `p`, zeros in the others; only the masked lanes need be
@@ -93,6 +98,19 @@ impl Simd for Avx512 {
     #[inline(always)]
     unsafe fn mul(a: __m512, b: __m512) -> __m512 {
         unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m512, b: __m512) -> __m512 {
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sum(v: __m512) -> f32 {
+        // SAFETY: AVX-512F (the caller's), which includes the AVX2 of the halves.
+        unsafe {
+            let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            let half = _mm256_add_ps(_mm512_castps512_ps256(v), upper);
+            Avx2::sum(half)
+        }
     }
     #[inline(always)]
     unsafe fn first(lanes: usize) -> __mmask16 {
@@ -146,6 +164,18 @@ impl Simd for Avx2 {
     #[inline(always)]
     unsafe fn mul(a: __m256, b: __m256) -> __m256 {
         unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m256, b: __m256) -> __m256 {
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sum(v: __m256) -> f32 {
+        unsafe {
+            let quarter = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let pair = _mm_add_ps(quarter, _mm_movehl_ps(quarter, quarter));
+            _mm_cvtss_f32(_mm_add_ss(pair, _mm_movehdup_ps(pair)))
+        }
     }
     #[inline(always)]
     unsafe fn first(lanes: usize) -> __m256i {
@@ -202,6 +232,16 @@ impl Simd for Portable {
     #[inline(always)]
     unsafe fn mul(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
         std::array::from_fn(|l| a[l] * b[l])
+    }
+    #[inline(always)]
+    unsafe fn add(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
+        std::array::from_fn(|l| a[l] + b[l])
+    }
+    #[inline(always)]
+    unsafe fn sum(v: [f32; 8]) -> f32 {
+        let quarter: [f32; 4] = std::array::from_fn(|l| v[l] + v[l + 4]);
+        let pair = [quarter[0] + quarter[2], quarter[1] + quarter[3]];
+        pair[0] + pair[1]
     }
     #[inline(always)]
     unsafe fn first(lanes: usize) -> usize {
@@ -274,6 +314,39 @@ fn prefetch_with<const HINT: i32>(p: *const f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `sum` adds the lanes in the order its contract gives (upper half onto lower, down to
+    /// one), bit for bit, on every instruction set this CPU has; `add` adds lane by lane.
+    #[test]
+    fn sums_add_the_halves_in_order() {
+        fn check<S: Simd>() {
+            if !S::detected() {
+                return;
+            }
+            // Values whose sum depends on the order: large and small magnitudes mixed.
+            let x: Vec<f32> =
+                (0..S::LANES).map(|l| if l % 3 == 0 { 1e8 } else { 1.0 + l as f32 * 0.37 }).collect();
+            let mut want = x.clone();
+            while want.len() > 1 {
+                let half = want.len() / 2;
+                want = (0..half).map(|l| want[l] + want[l + half]).collect();
+            }
+            let mut doubled = vec![0.0f32; S::LANES];
+            // SAFETY: the instruction set was detected; `x` and `doubled` hold LANES values.
+            unsafe {
+                let v = S::load(x.as_ptr());
+                assert_eq!(S::sum(v).to_bits(), want[0].to_bits(), "{} lanes", S::LANES);
+                S::store(doubled.as_mut_ptr(), S::add(v, v));
+            }
+            assert!(doubled.iter().zip(&x).all(|(d, x)| *d == x + x));
+        }
+        check::<Portable>();
+        #[cfg(target_arch = "x86_64")]
+        {
+            check::<Avx2>();
+            check::<Avx512>();
+        }
+    }
 
     #[test]
     fn line_offsets_touch_every_line_of_a_run_wherever_it_starts() {

@@ -469,11 +469,7 @@ unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize
         }
         for (r, acc) in acc.iter().enumerate() {
             for (h, &acc) in acc.iter().enumerate() {
-                // 16: the most lanes of any instruction set.
-                let mut lanes = [0.0f32; 16];
-                S::store(lanes.as_mut_ptr(), acc);
-                let sum = lanes[..S::LANES].iter().sum();
-                update(g, h0 + h, i + r, sum, g.beta);
+                update(g, h0 + h, i + r, S::sum(acc), g.beta);
             }
         }
     }
@@ -507,13 +503,7 @@ unsafe fn dot_rows<S: Simd, const R: usize>(g: &Gemv, h: usize, i: usize) {
             }
         }
         for (r, acc) in acc.iter().enumerate() {
-            // 16: the most lanes of any instruction set.
-            let mut lanes = [[0.0f32; 16]; 2];
-            for (lane, &v) in lanes.iter_mut().zip(acc) {
-                S::store(lane.as_mut_ptr(), v);
-            }
-            let sum = (0..S::LANES).map(|l| lanes[0][l] + lanes[1][l]).sum();
-            update(g, h, i + r, sum, g.beta);
+            update(g, h, i + r, S::sum(S::add(acc[0], acc[1])), g.beta);
         }
     }
 }
