@@ -186,7 +186,7 @@ pub(crate) fn l2_bytes() -> Option<usize> {
 }
 
 /// The L3 cache that cpu0 shares with its neighbours (one instance), in bytes, if the CPU says.
-fn l3_bytes() -> Option<usize> {
+pub(crate) fn l3_bytes() -> Option<usize> {
     static L3: OnceLock<Option<usize>> = OnceLock::new();
     *L3.get_or_init(|| from_sysfs(3).or_else(|| from_cpuid(3)))
 }

@@ -87,7 +87,7 @@ macro_rules! packed_kernel {
                     // `small` shares the microkernel's instruction set.
                     unsafe { $small(alpha, a, b, beta, c, 0) };
                     Ok(())
-                } else if vector::applies(&$vector, m, n) {
+                } else if vector::applies(&$vector, (m, n, k), b.layout) {
                     let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: as above, for `vector`.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }

@@ -23,7 +23,9 @@
 //!   row-major): `out_h[i] = v_h . X[i, ..]`, [`DOT_ROWS`] rows of `X` at a time against the
 //!   vectors (made contiguous first if they are not), each row loaded once for all heads; a
 //!   single head sums each row in `2 * LANES` partial sums, several in `LANES` each (the
-//!   accumulators of all the heads stay in registers), added in a fixed order at the end.
+//!   accumulators of all the heads stay in registers), added in a fixed order at the end. Past
+//!   [`head_group`] heads ([`dot_blocked`]) the sums go over blocks of `K` small enough for the
+//!   heads' vectors to stay in L1, each block's sum added to a running one in order.
 //!
 //! The threads split `out` into equal contiguous ranges, each computed as on one thread, so the
 //! bits do not depend on the thread count. Nothing but `out` is written, and `out` is not read
@@ -53,10 +55,19 @@ fn axpy_block() -> usize {
 /// two vectors of `v`, within the 16 registers of AVX2.
 const DOT_ROWS: usize = 4;
 
-/// Whether an `m x n` product is computed by `kernel`: a matrix-vector product, or a product of
-/// at most [`Vector::few_rows`] rows or columns, in any layouts.
-pub fn applies(kernel: &Vector, m: usize, n: usize) -> bool {
-    m == 1 || n == 1 || m <= kernel.few_rows || n <= kernel.few_rows
+/// Whether an `m x n x k` product (`b`: the layout of `B`) is computed by `kernel`: a
+/// matrix-vector product, a product of at most [`Vector::few_rows`] rows or columns in any
+/// layouts, or of at most [`Vector::dot_rows`] rows over a column-major `B` that fits half of
+/// the L3 (the `dot` form: from memory, its runs of `B` read a block of `K` at a time came
+/// slower than the packed path's copies; measured in `docs/performance-notes.md`).
+pub fn applies(kernel: &Vector, (m, n, k): (usize, usize, usize), b: Layout) -> bool {
+    let b_in_l3 =
+        cache::l3_bytes().is_some_and(|l3| k.saturating_mul(n).saturating_mul(size_of::<f32>()) <= l3 / 2);
+    m == 1
+        || n == 1
+        || m <= kernel.few_rows
+        || n <= kernel.few_rows
+        || (b == Layout::ColMajor && b_in_l3 && m <= kernel.dot_rows)
 }
 
 /// Whether a matrix-vector product (`m == 1` or `n == 1`, `b` its `B`) goes to [`gemv`] before
@@ -78,6 +89,30 @@ pub fn takes_first(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -
 /// (measured in `docs/performance-notes.md`).
 const fn head_group<S: Simd>() -> usize {
     if S::REGISTERS >= 32 { 4 } else { 2 }
+}
+
+/// The most heads the `dot` form computes at once ([`dot_blocked`] past [`head_group`]): 8
+/// within 32 registers (two rows of `X` a step: 16 accumulators, 8 vectors, a row of `X`), 4
+/// within 16. Each row of `X` is loaded once for all of them, so that many rows of `C` over a
+/// column-major `B` read `B` once, where the packed path would transpose it into panels.
+const fn dot_head_group<S: Simd>() -> usize {
+    if S::REGISTERS >= 32 { 8 } else { 4 }
+}
+
+/// Rows of `X` a step of [`dot_blocked`].
+const BLOCKED_ROWS: usize = 2;
+/// Rows of `X` whose running sums [`dot_blocked`] keeps at once (on the stack, for
+/// [`MOST_HEADS`] heads: 8 KB): each block of the heads' vectors is loaded from L2 once a run.
+const BLOCKED_RUN: usize = 256;
+/// The most heads of any instruction set's [`dot_head_group`].
+const MOST_HEADS: usize = 8;
+
+/// The depth of [`dot_blocked`]'s blocks of `K` for `heads` heads: the heads' vectors of a block
+/// fill half of this core's L1 (of 32 KB when the CPU does not say), in whole vectors of
+/// `lanes`, so that they stay there while every row of `X` goes by.
+fn dot_block(heads: usize, lanes: usize) -> usize {
+    let values = cache::l1_bytes_or_default() / 2 / size_of::<f32>() / heads.max(1);
+    (values / lanes).max(1) * lanes
 }
 
 /// One matrix-vector product: `out[i * out_stride] = alpha * sum_p X(i, p) v(p) + beta * out`
@@ -118,8 +153,20 @@ type FormFn = unsafe fn(&Gemv, Range<usize>);
 pub struct Vector {
     axpy: FormFn,
     dot: FormFn,
-    /// The most rows or columns of `C` of a product computed here ([`head_group`]).
+    /// The most rows or columns of `C` of a product computed here in any layout
+    /// ([`head_group`]).
     pub few_rows: usize,
+    /// The most rows of `C` of a product computed here over a column-major `B`
+    /// ([`dot_head_group`]).
+    pub dot_rows: usize,
+}
+
+impl Vector {
+    /// The most rows of `C` computed here over a `B` in layout `b` (the heads are rows of `C`
+    /// against `X = B^T`: the `dot` form when `B` is column-major).
+    fn rows_of_c_at_most(&self, b: Layout) -> usize {
+        if b == Layout::ColMajor { self.dot_rows } else { self.few_rows }
+    }
 }
 
 thread_local! {
@@ -154,7 +201,8 @@ pub unsafe fn gemv(
     // The heads are the rows of C when they are few (with both few, when B is row-major: then the
     // axpy form runs), else its columns.
     let few = kernel.few_rows;
-    let rows_of_c = m == 1 || (n > 1 && m <= few && (b.layout == Layout::RowMajor || n > few));
+    let rows_of_c = m == 1
+        || (n > 1 && m <= kernel.rows_of_c_at_most(b.layout) && (b.layout == Layout::RowMajor || n > few));
     let ((x, v), (out_head, out_stride)) = if rows_of_c {
         // out_h = row h of C, X(j, p) = B[p, j], v_h(p) = A[h, p].
         ((b.t(), *a), (c.ld, 1))
@@ -394,14 +442,15 @@ unsafe fn update(g: &Gemv, h: usize, i: usize, sum: f32, beta: f32) {
     }
 }
 
-/// `out[range] = alpha * X v + beta * out[range]` in the `dot` form (`v_stride == 1`):
-/// [`DOT_ROWS`] rows of `X` at a time (then one), each against `v` in `2 * LANES` partial sums.
+/// `out[range] = alpha * X v + beta * out[range]` in the `dot` form (`v_stride == 1`), for every
+/// head: up to [`head_group`] heads [`DOT_ROWS`] rows of `X` at a time (then one), up to
+/// [`dot_head_group`] [`dot_blocked`], each head alone beyond.
 ///
 /// # Safety
 /// As [`FormFn`].
 #[inline(always)]
 unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
-    let group = head_group::<S>();
+    let (group, wide) = (head_group::<S>(), dot_head_group::<S>());
     // SAFETY: the caller's promise, for all the heads or for head h.
     unsafe {
         match g.heads {
@@ -409,6 +458,12 @@ unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
             2 => dot_range::<S, 2>(g, 0, range),
             3 if group >= 3 => dot_range::<S, 3>(g, 0, range),
             4 if group >= 4 => dot_range::<S, 4>(g, 0, range),
+            3 if wide >= 3 => dot_blocked::<S, 3>(g, range),
+            4 if wide >= 4 => dot_blocked::<S, 4>(g, range),
+            5 if wide >= 5 => dot_blocked::<S, 5>(g, range),
+            6 if wide >= 6 => dot_blocked::<S, 6>(g, range),
+            7 if wide >= 7 => dot_blocked::<S, 7>(g, range),
+            8 if wide >= 8 => dot_blocked::<S, 8>(g, range),
             heads => (0..heads).for_each(|h| dot_range::<S, 1>(g, h, range.clone())),
         }
     }
@@ -431,6 +486,78 @@ unsafe fn dot_range<S: Simd, const H: usize>(g: &Gemv, h0: usize, range: Range<u
     for i in i..range.end {
         // SAFETY: as above.
         unsafe { if H == 1 { dot_rows::<S, 1>(g, h0, i) } else { dot_heads::<S, 1, H>(g, h0, i) } };
+    }
+}
+
+/// [`dot`] for `H` heads past [`head_group`] (at most [`dot_head_group`]): the rows of `X` in
+/// runs of [`BLOCKED_RUN`], and over each run `K` in blocks of [`dot_block`], each block's rows
+/// [`BLOCKED_ROWS`] at a time against all the heads, each (row, head) summed over the block in
+/// one vector of `LANES` partial sums, added in lane order ([`Simd::sum`]) to its running sum
+/// (blocks in order, the first from zero); then `out = alpha * sum + beta * out`.
+///
+/// # Safety
+/// As [`FormFn`].
+#[inline(always)]
+unsafe fn dot_blocked<S: Simd, const H: usize>(g: &Gemv, range: Range<usize>) {
+    const R: usize = BLOCKED_ROWS;
+    let block = dot_block(H, S::LANES);
+    let mut totals = [0.0f32; MOST_HEADS * BLOCKED_RUN];
+    for first in range.clone().step_by(BLOCKED_RUN) {
+        let end = (first + BLOCKED_RUN).min(range.end);
+        let mut p0 = 0;
+        while p0 < g.depth {
+            let p1 = (p0 + block).min(g.depth);
+            let whole = p0 + (p1 - p0) / S::LANES * S::LANES;
+            let mut i = first;
+            while i < end {
+                let rows = R.min(end - i);
+                // SAFETY: rows i..i + rows of X and the heads' vectors are in range (the
+                // caller's promise; a pair's missing second row reads the first again); the
+                // masked loads read only values below the depth.
+                unsafe {
+                    let x_rows: [*const f32; R] =
+                        std::array::from_fn(|r| g.x.add((i + r.min(rows - 1)) * g.x_out));
+                    let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add(h * g.v_head));
+                    let mut acc = [[S::zero(); H]; R];
+                    let mut p = p0;
+                    while p < whole {
+                        let v: [S::V; H] = std::array::from_fn(|h| S::load(vs[h].add(p)));
+                        for r in 0..R {
+                            let x = S::load(x_rows[r].add(p));
+                            for h in 0..H {
+                                acc[r][h] = S::fma(x, v[h], acc[r][h]);
+                            }
+                        }
+                        p += S::LANES;
+                    }
+                    if whole < p1 {
+                        let mask = S::first(p1 - whole);
+                        let v: [S::V; H] = std::array::from_fn(|h| S::load_masked(vs[h].add(whole), mask));
+                        for r in 0..R {
+                            let x = S::load_masked(x_rows[r].add(whole), mask);
+                            for h in 0..H {
+                                acc[r][h] = S::fma(x, v[h], acc[r][h]);
+                            }
+                        }
+                    }
+                    for r in 0..rows {
+                        for h in 0..H {
+                            let total = &mut totals[h * BLOCKED_RUN + i - first + r];
+                            let part = S::sum(acc[r][h]);
+                            *total = if p0 == 0 { part } else { *total + part };
+                        }
+                    }
+                }
+                i += rows;
+            }
+            p0 = p1;
+        }
+        for h in 0..H {
+            for i in first..end {
+                // SAFETY: out's values `range` of head h are the caller's.
+                unsafe { update(g, h, i, totals[h * BLOCKED_RUN + i - first], g.beta) };
+            }
+        }
     }
 }
 
@@ -524,7 +651,12 @@ macro_rules! vector {
                 // SAFETY: the contract of FormFn.
                 unsafe { dot::<$simd>(g, range) }
             }
-            Vector { axpy: axpy_fn, dot: dot_fn, few_rows: head_group::<$simd>() }
+            Vector {
+                axpy: axpy_fn,
+                dot: dot_fn,
+                few_rows: head_group::<$simd>(),
+                dot_rows: dot_head_group::<$simd>(),
+            }
         };
     };
 }
@@ -607,13 +739,19 @@ mod tests {
             (4200, 3, 9),
             (1000, 4, 13),
             (37, 4, 1),
+            // Up to 8 rows over a column-major B: blocks of K (one, several, a partial vector)
+            // over runs of rows of X (one, several, a pair cut short).
+            (5, 70, 33),
+            (8, 301, 4000),
+            (7, 600, 1),
+            (6, 257, 777),
         ];
         for (name, kernel) in kernels() {
             for (m, n, k) in shapes {
                 for (la, lb, alpha, beta) in
                     [(0, 0, 1.25, 0.0), (1, 0, 1.5, 0.5), (0, 1, -2.0, 1.0), (1, 1, 0.75, -3.0)]
                 {
-                    if !applies(&kernel, m, n) {
+                    if !applies(&kernel, (m, n, k), layouts[lb]) {
                         continue;
                     }
                     let operands = TestOperands::new((m, n, k), (layouts[la], layouts[lb]), beta);
