@@ -57,14 +57,17 @@ pub struct CpuKernel {
     pub run: CpuKernelFn,
 }
 
-/// The packed kernel with microkernel `uk`, as a registry row: matrix-vector products that
-/// [`vector::takes_first`] go to `vector`, the same instruction set's matrix-vector kernels;
-/// products that [`unpacked::fits`] go to `small`, the same register tile on the operands as they lie, on the
-/// calling thread, and so do larger ones on one thread that [`unpacked::fits_one_thread`]; matrix-vector products and products of a few rows ([`vector::applies`]) to
-/// `vector`, the same instruction set's matrix-vector kernels; narrow ones
-/// ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads; one row of
-/// tiles over a large `B` on one thread ([`unpacked::fits_striped`]) to `small` in stripes of
-/// `B`.
+/// The packed kernel with microkernel `uk`, as a registry row. In order:
+/// - matrix-vector products that [`vector::takes_first`] go to `vector`, the same instruction
+///   set's matrix-vector kernels;
+/// - products that [`unpacked::fits`] go to `small`, the same register tile on the operands as
+///   they lie, on the calling thread, and so do larger ones on one thread that
+///   [`unpacked::fits_one_thread`];
+/// - matrix-vector products and products of a few rows ([`vector::applies`]) go to `vector`;
+/// - narrow ones ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads;
+/// - one row of tiles over a large `B` on one thread ([`unpacked::fits_striped`]) to `small` in
+///   stripes of `B`;
+/// - the rest to the packed path.
 macro_rules! packed_kernel {
     ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {
         CpuKernel {
@@ -75,22 +78,19 @@ macro_rules! packed_kernel {
             any_layout: true,
             run: |alpha, a, b, beta, c, threads| {
                 let (m, n, k) = (c.rows, c.cols, a.cols);
-                if vector::takes_first(&$uk, m, n, k, b) {
+                let small = unpacked::fits(m, n, k, b.layout)
+                    || (threads == 1 && unpacked::fits_one_thread(&$uk, m, n, k, b));
+                if vector::takes_first(&$uk, m, n, k, b)
+                    || (!small && vector::applies(&$vector, (m, n, k), b.layout))
+                {
                     let kc = packed::sum_depth(&$uk, m, k);
                     // SAFETY: the dispatcher runs a kernel only where it is detected, and
                     // `vector` shares the microkernel's instruction set.
                     unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
-                } else if unpacked::fits(m, n, k, b.layout)
-                    || (threads == 1 && unpacked::fits_one_thread(&$uk, m, n, k, b))
-                {
-                    // SAFETY: the dispatcher runs a kernel only where it is detected, and
-                    // `small` shares the microkernel's instruction set.
+                } else if small {
+                    // SAFETY: as above, for `small`.
                     unsafe { $small(alpha, a, b, beta, c, 0) };
                     Ok(())
-                } else if vector::applies(&$vector, (m, n, k), b.layout) {
-                    let kc = packed::sum_depth(&$uk, m, k);
-                    // SAFETY: as above, for `vector`.
-                    unsafe { vector::gemv(&$vector, kc, threads, alpha, a, b, beta, c) }
                 } else if unpacked::fits_narrow(&$uk, m, n, k) {
                     // SAFETY: as above; C is row-major (the contract).
                     unsafe { unpacked::by_rows($small, &$uk, threads, alpha, a, b, beta, c) }

@@ -63,38 +63,26 @@ pub fn pack_a<const MR: usize>(a: &MatRef, rows: Range<usize>, cols: Range<usize
 /// panel before ([`packed`](super::packed)). A row-major `A` gives `MR` runs of `kc` values,
 /// `ld` apart; a column-major one `kc` runs of `MR` values.
 pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &mut Vec<*const f32>) {
+    // The run's first value, then the first value of each line after it: `run[LINE_FLOATS -
+    // offset]` begins the second line. A plain loop: a column-major panel has a run a step.
     let mut add = |run: &[f32]| {
-        // The run's first value, then the first value of each line after it: `run[LINE_FLOATS -
-        // offset]` begins the second line.
         let start = run.as_ptr();
-        let second = LINE_FLOATS - start.addr() / size_of::<f32>() % LINE_FLOATS;
-        let more = run.len().saturating_sub(second).div_ceil(LINE_FLOATS);
         lines.push(start);
-        lines.extend((0..more).map(|j| start.wrapping_add(second + j * LINE_FLOATS)));
+        let mut next = LINE_FLOATS - start.addr() / size_of::<f32>() % LINE_FLOATS;
+        while next < run.len() {
+            lines.push(start.wrapping_add(next));
+            next += LINE_FLOATS;
+        }
     };
     match a.layout {
         Layout::RowMajor => rows.for_each(|r| add(&a.row(r)[cols.clone()])),
-        Layout::ColMajor => {
-            // Runs of a panel's height, mostly within a line or two: `add`'s lines without its
-            // iterator, which cost as much as the copies here.
-            lines.reserve(2 * cols.len());
-            for p in cols {
-                let run = &a.col(p)[rows.clone()];
-                let start = run.as_ptr();
-                lines.push(start);
-                let mut next = LINE_FLOATS - start.addr() / size_of::<f32>() % LINE_FLOATS;
-                while next < run.len() {
-                    lines.push(start.wrapping_add(next));
-                    next += LINE_FLOATS;
-                }
-            }
-        }
+        Layout::ColMajor => cols.for_each(|p| add(&a.col(p)[rows.clone()])),
     }
 }
 
 thread_local! {
-    /// The blocks [`columns_to_rows`] transposes, kept between calls (a fresh one would be
-    /// zeroed at every call, as long as a small matrix's whole copy).
+    /// The blocks [`columns_to_rows`] transposes, kept between calls so that no call zeroes a
+    /// fresh one.
     static TRANSPOSED: Scratch = const { RefCell::new(Vec::new()) };
 }
 

@@ -58,8 +58,8 @@ const DOT_ROWS: usize = 4;
 /// Whether an `m x n x k` product (`b`: the layout of `B`) is computed by `kernel`: a
 /// matrix-vector product, a product of at most [`Vector::few_rows`] rows or columns in any
 /// layouts, or of at most [`Vector::dot_rows`] rows over a column-major `B` that fits half of
-/// the L3 (the `dot` form: from memory, its runs of `B` read a block of `K` at a time came
-/// slower than the packed path's copies; measured in `docs/performance-notes.md`).
+/// this CPU's L3 (the `dot` form; a larger `B` goes to the packed path: the performance notes
+/// say why).
 pub fn applies(kernel: &Vector, (m, n, k): (usize, usize, usize), b: Layout) -> bool {
     let b_in_l3 =
         cache::l3_bytes().is_some_and(|l3| k.saturating_mul(n).saturating_mul(size_of::<f32>()) <= l3 / 2);
@@ -501,51 +501,31 @@ unsafe fn dot_range<S: Simd, const H: usize>(g: &Gemv, h0: usize, range: Range<u
 unsafe fn dot_blocked<S: Simd, const H: usize>(g: &Gemv, range: Range<usize>) {
     const R: usize = BLOCKED_ROWS;
     let block = dot_block(H, S::LANES);
+    const { assert!(H <= MOST_HEADS, "the running sums hold MOST_HEADS heads") };
     let mut totals = [0.0f32; MOST_HEADS * BLOCKED_RUN];
+    // SAFETY (the pointers): the heads' vectors are in range (the caller's promise).
+    let vs: [*const f32; H] = std::array::from_fn(|h| unsafe { g.v.add(h * g.v_head) });
     for first in range.clone().step_by(BLOCKED_RUN) {
         let end = (first + BLOCKED_RUN).min(range.end);
         let mut p0 = 0;
         while p0 < g.depth {
             let p1 = (p0 + block).min(g.depth);
-            let whole = p0 + (p1 - p0) / S::LANES * S::LANES;
             let mut i = first;
             while i < end {
                 let rows = R.min(end - i);
-                // SAFETY: rows i..i + rows of X and the heads' vectors are in range (the
-                // caller's promise; a pair's missing second row reads the first again); the
-                // masked loads read only values below the depth.
-                unsafe {
+                // SAFETY: rows i..i + rows of X are in range (the caller's promise; a pair's
+                // missing second row reads the first again).
+                let acc = unsafe {
                     let x_rows: [*const f32; R] =
                         std::array::from_fn(|r| g.x.add((i + r.min(rows - 1)) * g.x_out));
-                    let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add(h * g.v_head));
-                    let mut acc = [[S::zero(); H]; R];
-                    let mut p = p0;
-                    while p < whole {
-                        let v: [S::V; H] = std::array::from_fn(|h| S::load(vs[h].add(p)));
-                        for r in 0..R {
-                            let x = S::load(x_rows[r].add(p));
-                            for h in 0..H {
-                                acc[r][h] = S::fma(x, v[h], acc[r][h]);
-                            }
-                        }
-                        p += S::LANES;
-                    }
-                    if whole < p1 {
-                        let mask = S::first(p1 - whole);
-                        let v: [S::V; H] = std::array::from_fn(|h| S::load_masked(vs[h].add(whole), mask));
-                        for r in 0..R {
-                            let x = S::load_masked(x_rows[r].add(whole), mask);
-                            for h in 0..H {
-                                acc[r][h] = S::fma(x, v[h], acc[r][h]);
-                            }
-                        }
-                    }
-                    for r in 0..rows {
-                        for h in 0..H {
-                            let total = &mut totals[h * BLOCKED_RUN + i - first + r];
-                            let part = S::sum(acc[r][h]);
-                            *total = if p0 == 0 { part } else { *total + part };
-                        }
+                    partial_sums::<S, R, H>(x_rows, vs, p0..p1)
+                };
+                for r in 0..rows {
+                    for h in 0..H {
+                        let total = &mut totals[h * BLOCKED_RUN + i - first + r];
+                        // SAFETY: the caller's instruction set.
+                        let part = unsafe { S::sum(acc[r][h]) };
+                        *total = if p0 == 0 { part } else { *total + part };
                     }
                 }
                 i += rows;
@@ -561,21 +541,24 @@ unsafe fn dot_blocked<S: Simd, const H: usize>(g: &Gemv, range: Range<usize>) {
     }
 }
 
-/// Rows `i..i + R` of the `dot` form against heads `h0..h0 + H` (`H > 1`): each row of `X`
-/// loaded once for all the heads, each (row, head) summed in one vector of `LANES` partial sums,
-/// which are added in lane order at the end.
+/// The sums over steps `steps` of `R` rows of `X` (from `rows`) against `H` vectors (from `vs`),
+/// each (row, head) in one vector of `LANES` partial sums: whole vectors in order, then the last
+/// `steps.len() % LANES` values under a mask.
 ///
 /// # Safety
-/// As [`FormFn`], for those rows and heads.
+/// The CPU has `S`'s instruction set; each row and vector holds the values `steps`.
 #[inline(always)]
-unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize, i: usize) {
-    let whole = g.depth / S::LANES * S::LANES;
+unsafe fn partial_sums<S: Simd, const R: usize, const H: usize>(
+    rows: [*const f32; R],
+    vs: [*const f32; H],
+    steps: Range<usize>,
+) -> [[S::V; H]; R] {
+    let whole = steps.start + steps.len() / S::LANES * S::LANES;
+    // SAFETY: the caller's promise; the masked loads read only values below `steps.end`.
     unsafe {
-        let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
-        let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add((h0 + h) * g.v_head));
         let mut acc = [[S::zero(); H]; R];
         // Index loops: iterator chains over `acc` kept it in memory, stored at every step.
-        for p in (0..whole).step_by(S::LANES) {
+        for p in (steps.start..whole).step_by(S::LANES) {
             let v: [S::V; H] = std::array::from_fn(|h| S::load(vs[h].add(p)));
             for r in 0..R {
                 let x = S::load(rows[r].add(p));
@@ -584,8 +567,8 @@ unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize
                 }
             }
         }
-        if whole < g.depth {
-            let mask = S::first(g.depth - whole);
+        if whole < steps.end {
+            let mask = S::first(steps.end - whole);
             let v: [S::V; H] = std::array::from_fn(|h| S::load_masked(vs[h].add(whole), mask));
             for r in 0..R {
                 let x = S::load_masked(rows[r].add(whole), mask);
@@ -594,6 +577,22 @@ unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize
                 }
             }
         }
+        acc
+    }
+}
+
+/// Rows `i..i + R` of the `dot` form against heads `h0..h0 + H` (`H > 1`): each row of `X`
+/// loaded once for all the heads, each (row, head) summed in one vector of `LANES` partial sums,
+/// which are added in lane order at the end.
+///
+/// # Safety
+/// As [`FormFn`], for those rows and heads.
+#[inline(always)]
+unsafe fn dot_heads<S: Simd, const R: usize, const H: usize>(g: &Gemv, h0: usize, i: usize) {
+    unsafe {
+        let rows: [*const f32; R] = std::array::from_fn(|r| g.x.add((i + r) * g.x_out));
+        let vs: [*const f32; H] = std::array::from_fn(|h| g.v.add((h0 + h) * g.v_head));
+        let acc = partial_sums::<S, R, H>(rows, vs, 0..g.depth);
         for (r, acc) in acc.iter().enumerate() {
             for (h, &acc) in acc.iter().enumerate() {
                 update(g, h0 + h, i + r, S::sum(acc), g.beta);

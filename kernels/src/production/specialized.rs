@@ -103,9 +103,9 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "specialized",
     entry: "sgemm_specialized",
     vec4_entry: Some("sgemm_specialized_vec4"),
-    // Where the padding copies' traffic and the 4-byte copies' slower loop cost the same (the
-    // measurements behind it: docs/performance-notes.md, "Shapes nobody listed"); their launch
-    // is no threshold of its own here ("Padded copies for the strict tile").
+    // Where the padding copies' traffic and the 4-byte copies' slower loop cost the same, with
+    // no launch term (the measurements behind both: docs/performance-notes.md, "Shapes nobody
+    // listed" and "Padded copies for the strict tile").
     padding: Padding::Above { fixed: 0, per_copied: 450 },
     summary: "warpgroup's 3xTF32 tile, warp-specialized: producers copy and split B, consumers take A into registers",
     block: (PRODUCERS + CONSUMERS, 1),

@@ -19,9 +19,8 @@
 //! blocks are set up while the slices still run; it waits for them (`griddepcontrol.wait`)
 //! before it reads a partial.
 //!
-//! The host chooses `S` (`Gpu::k_slices`): one when the tiles fill a wave of resident blocks
-//! (two per SM), else the count whose waves are fullest; with one slice the kernel is
-//! `double_buffered` writing `C` itself. The slices are equal, and a multiple of 4 deep when
+//! The host chooses `S` (`Gpu::k_slices`: by its cost model, on grids of fewer than two waves
+//! of resident blocks); with one slice the kernel is `double_buffered` writing `C` itself. The slices are equal, and a multiple of 4 deep when
 //! they load 16 bytes at a time (so that the loads stay aligned); the few columns left over are
 //! multiplied by the reduction.
 
