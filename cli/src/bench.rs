@@ -25,11 +25,11 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use sgemm::{Backend, DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, MatMut, MatRef, Strided};
+use sgemm::{Backend, DeviceMatMut, Error, Gpu, Layout, MatMut, MatRef, Strided};
 use sgemm_check::reference;
 
-use crate::plot;
 use crate::timing::{L2Flush, time_ms};
+use crate::{device_view, plot};
 
 /// The default sweep: powers of two and their neighbours, the odd sizes the seeds trip on.
 const GPU_SIZES: &str = "1000,1024,2047,2048,3072,4095,4096,4097,5120,6144,7168,8192";
@@ -62,6 +62,13 @@ pub struct BenchArgs {
     /// and, on the CPU, each peer called once per member on the same threads.
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// `op(A) = A^T`: every `A` stored transposed (`K x M` row-major, which is `op(A)` read
+    /// column-major), as BLAS's `transa = 'T'`; every contender reads it so.
+    #[arg(long)]
+    transa: bool,
+    /// `op(B) = B^T`: every `B` stored transposed (`N x K` row-major), as `transb = 'T'`.
+    #[arg(long)]
+    transb: bool,
     /// CPU thread counts, comma-separated; `all` is every core. Our threaded kernels and every
     /// peer run at each count, set explicitly (GPU rows record 1).
     #[arg(long, default_value = "1,all")]
@@ -118,6 +125,12 @@ pub struct Row {
     /// Products per call (a strided batch); 1 in records from before batches.
     #[serde(default = "one")]
     pub batch: usize,
+    /// Whether `A` was stored transposed (`--transa`); false in records from before it.
+    #[serde(default)]
+    pub trans_a: bool,
+    /// Whether `B` was stored transposed (`--transb`); false in records from before it.
+    #[serde(default)]
+    pub trans_b: bool,
     /// `beta` of every call (`C = A B + beta C`); 0 in records from before `--beta`.
     #[serde(default)]
     pub beta: f32,
@@ -180,6 +193,13 @@ const SHAPE_SWEEP: &str = "1x4096x8192,4096x1x8192,4096x4096x1,4096x4096x16,4096
 /// How a shape is written in tables: `n` for a cube, `MxNxK` otherwise.
 pub fn shape_label(m: usize, n: usize, k: usize) -> String {
     if m == n && n == k { n.to_string() } else { format!("{m}x{n}x{k}") }
+}
+
+/// How the operands' storage is written after a shape: nothing when neither is transposed,
+/// else BLAS's `transa` and `transb` letters (` TN`: `A` transposed, `B` not).
+pub fn ops_label(trans_a: bool, trans_b: bool) -> String {
+    let op = |t: bool| if t { 'T' } else { 'N' };
+    if trans_a || trans_b { format!(" {}{}", op(trans_a), op(trans_b)) } else { String::new() }
 }
 
 /// `--shapes` syntax: `MxNxK`, comma-separated (`shapes`: [`SHAPE_SWEEP`]).
@@ -273,12 +293,15 @@ fn summarize(name: &str, samples: &[f64], flops: f64, max_rel_err: f64, estimato
 }
 
 /// One problem's inputs, on the host: `batch` products of `m x n x k`, each operand's members
-/// back to back, row-major.
+/// back to back, row-major (`A` and `B` transposed when asked: `op(A)` and `op(B)` then read
+/// their storage column-major).
 struct Problem {
     batch: usize,
     m: usize,
     n: usize,
     k: usize,
+    trans_a: bool,
+    trans_b: bool,
     beta: f32,
     a: Vec<f32>,
     b: Vec<f32>,
@@ -286,7 +309,13 @@ struct Problem {
 }
 
 impl Problem {
-    fn new((m, n, k): (usize, usize, usize), batch: usize, beta: f32, seed: u64) -> Self {
+    fn new(
+        (m, n, k): (usize, usize, usize),
+        batch: usize,
+        (trans_a, trans_b): (bool, bool),
+        beta: f32,
+        seed: u64,
+    ) -> Self {
         let mut rng = StdRng::seed_from_u64(seed ^ (m * 31 + n * 17 + k) as u64);
         let mut random = |len: usize| (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         Problem {
@@ -294,6 +323,8 @@ impl Problem {
             m,
             n,
             k,
+            trans_a,
+            trans_b,
             beta,
             a: random(batch * m * k),
             b: random(batch * k * n),
@@ -301,23 +332,20 @@ impl Problem {
         }
     }
 
-    /// Member `z`'s operands.
+    /// Member `z`'s `op(A)`, `op(B)` and initial `C`, each a view of its buffer from the
+    /// member's first element to the buffer's end.
     fn member(&self, z: usize) -> (MatRef<'_>, MatRef<'_>, MatRef<'_>) {
         let (m, n, k) = (self.m, self.n, self.k);
-        (
-            MatRef::contiguous(&self.a[z * m * k..][..m * k], m, k),
-            MatRef::contiguous(&self.b[z * k * n..][..k * n], k, n),
-            MatRef::contiguous(&self.c0[z * m * n..][..m * n], m, n),
-        )
+        fn op(data: &[f32], z: usize, trans: bool, rows: usize, cols: usize) -> MatRef<'_> {
+            MatRef::op_contiguous(&data[z * rows * cols..], Layout::RowMajor, trans, rows, cols)
+        }
+        (op(&self.a, z, self.trans_a, m, k), op(&self.b, z, self.trans_b, k, n), op(&self.c0, z, false, m, n))
     }
 
-    /// The batch as strided views.
+    /// The batch as strided views: the first member's, members back to back.
     fn strided(&self) -> (Strided<MatRef<'_>>, Strided<MatRef<'_>>) {
-        let (m, n, k) = (self.m, self.n, self.k);
-        (
-            Strided::new(MatRef::contiguous(&self.a, m, k), m * k),
-            Strided::new(MatRef::contiguous(&self.b, k, n), k * n),
-        )
+        let (a, b, _) = self.member(0);
+        (Strided::new(a, self.m * self.k), Strided::new(b, self.k * self.n))
     }
 
     /// `2 m n k` per product.
@@ -330,12 +358,14 @@ impl Problem {
         (self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64).cbrt().round() as usize
     }
 
-    /// `n` for a cube, `MxNxK` otherwise; `B*MxNxK` for a batch of `B`.
+    /// `n` for a cube, `MxNxK` otherwise; `B*MxNxK` for a batch of `B`; then the operands'
+    /// storage ([`ops_label`]).
     fn label(&self) -> String {
-        match self.batch {
+        let shape = match self.batch {
             1 => shape_label(self.m, self.n, self.k),
             batch => format!("{batch}*{}x{}x{}", self.m, self.n, self.k),
-        }
+        };
+        shape + &ops_label(self.trans_a, self.trans_b)
     }
 
     /// The sampled-row error of a result `c` of one call, `C = A B + beta C` from `C = c0`: the
@@ -432,7 +462,7 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
     let mut rows = Vec::new();
     for &shape in &shapes {
         // One problem per shape, shared by every thread count.
-        let problem = Problem::new(shape, args.batch, args.beta, args.seed);
+        let problem = Problem::new(shape, args.batch, (args.transa, args.transb), args.beta, args.seed);
         let (m, n, k) = shape;
         let flops = problem.flops();
         for &threads in &thread_counts {
@@ -454,6 +484,8 @@ pub fn bench(args: &BenchArgs, command: String) -> Result<bool, BenchError> {
                     n,
                     k,
                     batch: args.batch,
+                    trans_a: args.transa,
+                    trans_b: args.transb,
                     beta: args.beta,
                     threads,
                     seconds: timing.seconds,
@@ -566,6 +598,8 @@ fn time_gpu(
         |data: &[f32], rows: usize, cols: usize| gpu.upload(&MatRef::contiguous(data, batch * rows, cols));
     let (a_dev, b_dev) = (whole(&problem.a, m, k)?, whole(&problem.b, k, n)?);
     let mut c_dev = whole(&problem.c0, m, n)?;
+    // The first member's `op(A)` and `op(B)`: the views of the device buffers.
+    let (a_host, b_host, _) = problem.member(0);
     let mut c = problem.c0.clone();
     let replays = replays(problem.cube_side());
     let beta = problem.beta;
@@ -601,8 +635,7 @@ fn time_gpu(
         };
         let timing = measure(kernel, &|c| {
             let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), Layout::RowMajor, m, n, n)?;
-            let a = DeviceMatRef::new(a_dev.buffer().as_view(), Layout::RowMajor, m, k, k)?;
-            let b = DeviceMatRef::new(b_dev.buffer().as_view(), Layout::RowMajor, k, n, n)?;
+            let (a, b) = (device_view(&a_dev, &a_host)?, device_view(&b_dev, &b_host)?);
             let (a, b) = (Strided::new(a, m * k), Strided::new(b, k * n));
             gpu.enqueue_strided(resolved, batch, 1.0, a, b, beta, Strided::new(c, m * n))
         })?;
@@ -612,7 +645,7 @@ fn time_gpu(
     }
     let mut peers = Vec::new();
     if with_peers {
-        peers.push(cublas_peer(gpu, &mut measure, batch, (m, n, k), beta, &a_dev, &b_dev)?);
+        peers.push(cublas_peer(gpu, &mut measure, batch, beta, (&a_dev, &a_host), (&b_dev, &b_host))?);
     }
     Ok(Timings { ours, peers, peak: None })
 }
@@ -620,26 +653,25 @@ fn time_gpu(
 type Measure<'a> =
     dyn FnMut(&str, &dyn Fn(&mut sgemm::DeviceMatrix) -> Result<(), Error>) -> Result<Timing, Error> + 'a;
 
-/// cuBLAS on the same buffers: `cublasSgemm` for one product, `cublasSgemmStridedBatched`
-/// for a batch (FP32, TF32 off).
+/// cuBLAS on the same buffers, each operand's device buffer with its first member's `op(X)`
+/// (members back to back): `cublasSgemm` for one product, `cublasSgemmStridedBatched` for a
+/// batch (FP32, TF32 off).
 #[cfg(feature = "cublas")]
 fn cublas_peer(
     gpu: &Gpu,
     measure: &mut Measure,
     batch: usize,
-    shape: (usize, usize, usize),
     beta: f32,
-    a: &sgemm::DeviceMatrix,
-    b: &sgemm::DeviceMatrix,
+    (a_dev, a): (&sgemm::DeviceMatrix, &MatRef),
+    (b_dev, b): (&sgemm::DeviceMatrix, &MatRef),
 ) -> Result<Timing, Error> {
     let blas = crate::cublas::Cublas::new(gpu)?;
-    if batch == 1 {
-        measure("cublas", &|c| blas.enqueue(1.0, a, b, beta, c))
-    } else {
-        measure("cublas", &|c| {
-            blas.enqueue_strided(batch, shape, 1.0, a.buffer(), b.buffer(), beta, c.buffer_mut())
-        })
-    }
+    let (m, n, k) = (a.rows, b.cols, a.cols);
+    measure("cublas", &|c| {
+        let c = DeviceMatMut::new(c.buffer_mut().as_view_mut(), Layout::RowMajor, m, n, n)?;
+        let (a, b) = ((device_view(a_dev, a)?, m * k), (device_view(b_dev, b)?, k * n));
+        blas.enqueue_strided(batch, 1.0, a, b, beta, (c, m * n))
+    })
 }
 
 #[cfg(not(feature = "cublas"))]
@@ -647,10 +679,9 @@ fn cublas_peer(
     _: &Gpu,
     _: &mut Measure,
     _: usize,
-    _: (usize, usize, usize),
     _: f32,
-    _: &sgemm::DeviceMatrix,
-    _: &sgemm::DeviceMatrix,
+    _: (&sgemm::DeviceMatrix, &MatRef),
+    _: (&sgemm::DeviceMatrix, &MatRef),
 ) -> Result<Timing, Error> {
     Err(Error::NoGpu("--peers on the GPU times cuBLAS: build gemm with `--features cublas`".into()))
 }
@@ -853,12 +884,12 @@ fn print_summary(rows: &[Row]) {
 
 fn to_csv(record: &Record) -> String {
     let mut out = String::from(
-        "device,date,commit,backend,kernel,resolved,m,n,k,threads,seconds,median_seconds,spread,replays,tflops,peer,peer_tflops,ratio,fma_peak_tflops,peak_fraction,max_rel_err,passed\n",
+        "device,date,commit,backend,kernel,resolved,m,n,k,trans_a,trans_b,threads,seconds,median_seconds,spread,replays,tflops,peer,peer_tflops,ratio,fma_peak_tflops,peak_fraction,max_rel_err,passed\n",
     );
     let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     for r in &record.rows {
         out += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             record.device,
             record.date,
             record.commit,
@@ -868,6 +899,8 @@ fn to_csv(record: &Record) -> String {
             r.m,
             r.n,
             r.k,
+            r.trans_a,
+            r.trans_b,
             r.threads,
             r.seconds,
             r.median_seconds,
@@ -949,7 +982,7 @@ mod tests {
     fn every_contender_is_checked_from_the_initial_c() {
         // With beta != 0 a run's result depends on the C it starts from: the second contender
         // would fail its check if it started from what the first left.
-        let problem = Problem::new((33, 17, 9), 2, 0.5, 7);
+        let problem = Problem::new((33, 17, 9), 2, (false, true), 0.5, 7);
         let (a, b) = problem.strided();
         let (m, n, beta) = (problem.m, problem.n, problem.beta);
         let ours = |name: &'static str| -> Contender {

@@ -1,13 +1,13 @@
 //! The CPU peers of `gemm bench --peers` (built with the feature `cpu-peers`): OpenBLAS, the `gemm` crate and
-//! `faer`, each computing `C = A B + beta C` on the same row-major buffers as our kernels, with
-//! its thread count set explicitly.
+//! `faer`, each computing `C = A B + beta C` on the same buffers as our kernels (`A` and `B` in
+//! either layout, `C` row-major), with its thread count set explicitly.
 
 use std::time::Duration;
 
 use sgemm::MatRef;
 
-/// A peer: its name, `run(threads, A, B, beta, C)` for row-major `C = A B + beta C`, the betas
-/// it takes, and its settle time.
+/// A peer: its name, `run(threads, A, B, beta, C)` for `C = A B + beta C` (`C` row-major and
+/// contiguous, `A` and `B` views in either layout), the betas it takes, and its settle time.
 pub struct CpuPeer {
     pub name: &'static str,
     pub run: fn(usize, &MatRef, &MatRef, f32, &mut [f32]),
@@ -53,8 +53,11 @@ mod openblas {
 
     use sgemm::MatRef;
 
+    use sgemm::Layout;
+
     const ROW_MAJOR: c_int = 101;
     const NO_TRANS: c_int = 111;
+    const TRANS: c_int = 112;
 
     #[link(name = "openblas")]
     unsafe extern "C" {
@@ -82,14 +85,17 @@ mod openblas {
         let dim = |x: usize| c_int::try_from(x).expect("bench sizes fit a C int");
         let (m, n, k) = (dim(a.rows), dim(b.cols), dim(a.cols));
         assert!(c.len() >= a.rows * b.cols);
-        // SAFETY: row-major A (m x k, lda), B (k x n, ldb) and C (m x n, ldc = n) lie inside
-        // their slices (checked by the views' construction in the harness and the assert).
+        // A column-major view is the transpose of the row-major matrix its memory is.
+        let op = |x: &MatRef| if x.layout == Layout::ColMajor { TRANS } else { NO_TRANS };
+        // SAFETY: A (m x k, lda) and B (k x n, ldb), each row-major or read transposed, and C
+        // (m x n, ldc = n) lie inside their slices (checked by the views' construction in the
+        // harness and the assert).
         unsafe {
             openblas_set_num_threads(dim(threads));
             cblas_sgemm(
                 ROW_MAJOR,
-                NO_TRANS,
-                NO_TRANS,
+                op(a),
+                op(b),
                 m,
                 n,
                 k,
@@ -113,8 +119,9 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) 
     let (m, n, k) = (a.rows, b.cols, a.cols);
     assert!(c.len() >= m * n);
     let parallelism = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
-    // SAFETY: every pointer and stride describes a matrix inside its slice (row stride ld,
-    // column stride 1).
+    let (a_rs, a_cs) = strides(a);
+    let (b_rs, b_cs) = strides(b);
+    // SAFETY: every pointer and stride describes a matrix inside its slice.
     unsafe {
         gemm::gemm(
             m,
@@ -125,11 +132,11 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) 
             n as isize,
             beta != 0.0,
             a.data.as_ptr(),
-            1,
-            a.ld as isize,
+            a_cs,
+            a_rs,
             b.data.as_ptr(),
-            1,
-            b.ld as isize,
+            b_cs,
+            b_rs,
             beta,
             1.0,
             false,
@@ -140,14 +147,32 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) 
     }
 }
 
-/// `faer`'s matrix multiply on row-major views: `beta` 0 or 1 only (replace or add to `C`).
+/// A view's distances between rows and between columns, in elements.
+#[cfg(feature = "cpu-peers")]
+fn strides(x: &MatRef) -> (isize, isize) {
+    match x.layout {
+        sgemm::Layout::RowMajor => (x.ld as isize, 1),
+        sgemm::Layout::ColMajor => (1, x.ld as isize),
+    }
+}
+
+/// `faer`'s matrix multiply: `beta` 0 or 1 only (replace or add to `C`).
 #[cfg(feature = "cpu-peers")]
 fn faer_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) {
     use faer::{Accum, Par};
-    let (m, n, k) = (a.rows, b.cols, a.cols);
+    let (m, n) = (a.rows, b.cols);
     let par = if threads == 1 { Par::Seq } else { Par::rayon(threads) };
-    let lhs = faer::MatRef::from_row_major_slice_with_stride(a.data, m, k, a.ld);
-    let rhs = faer::MatRef::from_row_major_slice_with_stride(b.data, k, n, b.ld);
+    fn view<'a>(x: &MatRef<'a>) -> faer::MatRef<'a, f32> {
+        match x.layout {
+            sgemm::Layout::RowMajor => {
+                faer::MatRef::from_row_major_slice_with_stride(x.data, x.rows, x.cols, x.ld)
+            }
+            sgemm::Layout::ColMajor => {
+                faer::MatRef::from_column_major_slice_with_stride(x.data, x.rows, x.cols, x.ld)
+            }
+        }
+    }
+    let (lhs, rhs) = (view(a), view(b));
     let dst = faer::MatMut::from_row_major_slice_mut(&mut c[..m * n], m, n);
     debug_assert!(beta == 0.0 || beta == 1.0, "faer takes beta 0 or 1");
     let accum = if beta == 0.0 { Accum::Replace } else { Accum::Add };

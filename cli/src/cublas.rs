@@ -10,7 +10,7 @@
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t, cublasSetMathMode};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 
-use cudarc::driver::{CudaSlice, CudaView};
+use cudarc::driver::CudaView;
 use sgemm::{DeviceMatMut, DeviceMatRef, Error, Gpu, Layout, Result};
 
 /// An operand as cuBLAS sees it.
@@ -49,9 +49,7 @@ impl Cublas {
     }
 
     /// Queues `C = alpha * op(A) * op(B) + beta * C` on views in any layout, as
-    /// [`Gpu::enqueue`]. cuBLAS reads column-major matrices: a row-major operand is passed as
-    /// the transpose (`CUBLAS_OP_T`) of the column-major matrix its memory is, and a row-major
-    /// `C` is computed as the column-major `C^T = op(B)^T op(A)^T`.
+    /// [`Gpu::enqueue`]: [`enqueue_strided`](Self::enqueue_strided) with one member.
     pub fn enqueue<'a, 'b, 'c>(
         &self,
         alpha: f32,
@@ -60,24 +58,57 @@ impl Cublas {
         beta: f32,
         c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        self.enqueue_strided(1, alpha, (a.into(), 0), (b.into(), 0), beta, (c.into(), 0))
+    }
+
+    /// Queues `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for `i < batch`, each operand given
+    /// as its first member's view (any layout) and the step between members (0 repeats one
+    /// matrix): `cublasSgemm` for one member, `cublasSgemmStridedBatched` for more. cuBLAS reads
+    /// column-major matrices: a row-major operand is passed as the transpose (`CUBLAS_OP_T`) of
+    /// the column-major matrix its memory is, and a row-major `C` is computed as the
+    /// column-major `C^T = op(B)^T op(A)^T`. Errors when the shapes do not chain, a buffer is
+    /// shorter than its last member, or a size exceeds cuBLAS's `int`.
+    pub fn enqueue_strided(
+        &self,
+        batch: usize,
+        alpha: f32,
+        (a, a_step): (DeviceMatRef, usize),
+        (b, b_step): (DeviceMatRef, usize),
+        beta: f32,
+        (mut c, c_step): (DeviceMatMut, usize),
+    ) -> Result<()> {
         if a.rows() != c.rows() || b.cols() != c.cols() || a.cols() != b.rows() {
             return Err(Error::DimensionMismatch("the operands of the cuBLAS call do not chain".into()));
         }
-        let (a_rows, b_rows) = (a.rows(), b.rows());
-        let (a, b) = (View::of(&a), View::of(&b));
-        let (a, b, m, n) = match c.layout() {
+        // The span of the last member, from the first element: what each buffer must hold.
+        let last = |step: usize, layout: Layout, rows: usize, cols: usize, ld: usize| {
+            let (line, lines) = layout.extents(rows, cols);
+            let span = if line == 0 || lines == 0 { 0 } else { (lines - 1) * ld + line };
+            (batch.max(1) - 1).checked_mul(step).and_then(|s| s.checked_add(span)).unwrap_or(usize::MAX)
+        };
+        if a.buffer().len() < last(a_step, a.layout(), a.rows(), a.cols(), a.ld())
+            || b.buffer().len() < last(b_step, b.layout(), b.rows(), b.cols(), b.ld())
+            || c.buffer().len() < last(c_step, c.layout(), c.rows(), c.cols(), c.ld())
+        {
+            return Err(Error::DimensionMismatch("a buffer of the cuBLAS batch is too short".into()));
+        }
+        let (a_rows, b_rows, c_layout) = (a.rows(), b.rows(), c.layout());
+        let (a, b) = ((View::of(&a), a_step), (View::of(&b), b_step));
+        let ((a, a_step), (b, b_step), m, n) = match c_layout {
             Layout::ColMajor => (a, b, c.rows(), c.cols()),
-            Layout::RowMajor => (b.t(b_rows), a.t(a_rows), c.cols(), c.rows()),
+            Layout::RowMajor => ((b.0.t(b_rows), b.1), (a.0.t(a_rows), a.1), c.cols(), c.rows()),
         };
         let int = |x: usize| {
             i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
+        };
+        let long = |x: usize| {
+            i64::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int64")))
         };
         let op = |x: &View| match x.layout {
             Layout::ColMajor => cublasOperation_t::CUBLAS_OP_N,
             Layout::RowMajor => cublasOperation_t::CUBLAS_OP_T,
         };
-        let cfg = GemmConfig {
+        let gemm = GemmConfig {
             transa: op(&a),
             transb: op(&b),
             m: int(m)?,
@@ -89,54 +120,22 @@ impl Cublas {
             beta,
             ldc: int(c.ld())?,
         };
-        // SAFETY: the shapes chain (checked above), each buffer holds its matrix's span, and
-        // the operations and leading dimensions describe each buffer's layout.
-        unsafe { self.blas.gemm(cfg, a.buf, b.buf, c.buffer_mut()) }
-            .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")))
-    }
-
-    /// Queues `C_i = alpha A_i B_i + beta C_i` for `i < batch` with `cublasSgemmStridedBatched`:
-    /// row-major members of `m x k`, `k x n` and `m x n` back to back in `a`, `b` and `c`
-    /// (computed as the column-major `C_i^T = alpha B_i^T A_i^T + beta C_i^T`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn enqueue_strided(
-        &self,
-        batch: usize,
-        (m, n, k): (usize, usize, usize),
-        alpha: f32,
-        a: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
-        beta: f32,
-        c: &mut CudaSlice<f32>,
-    ) -> Result<()> {
-        let int = |x: usize| {
-            i32::try_from(x).map_err(|_| Error::DimensionMismatch(format!("{x} exceeds cuBLAS's int")))
-        };
-        let long = |x: usize| x as i64;
-        let cfg = StridedBatchedConfig {
-            gemm: GemmConfig {
-                transa: cublasOperation_t::CUBLAS_OP_N,
-                transb: cublasOperation_t::CUBLAS_OP_N,
-                m: int(n)?,
-                n: int(m)?,
-                k: int(k)?,
-                alpha,
-                lda: int(n)?,
-                ldb: int(k)?,
-                beta,
-                ldc: int(n)?,
-            },
-            batch_size: int(batch)?,
-            stride_a: long(k * n),
-            stride_b: long(m * k),
-            stride_c: long(m * n),
-        };
-        if a.len() < batch * m * k || b.len() < batch * k * n || c.len() < batch * m * n {
-            return Err(Error::DimensionMismatch("a buffer of the cuBLAS batch is too short".into()));
+        if batch == 1 {
+            // SAFETY: the shapes chain, each buffer holds its matrix's span (both checked
+            // above), and the operations and leading dimensions describe each buffer's layout.
+            return unsafe { self.blas.gemm(gemm, a.buf, b.buf, c.buffer_mut()) }
+                .map_err(|e| Error::NoGpu(format!("cublasSgemm failed: {e}")));
         }
-        // SAFETY: each buffer holds `batch` members of its shape back to back (checked above);
-        // B's members are the column-major `n x k` first operand, A's the `k x m` second.
-        unsafe { self.blas.gemm_strided_batched(cfg, b, a, c) }
+        let cfg = StridedBatchedConfig {
+            gemm,
+            batch_size: int(batch)?,
+            stride_a: long(a_step)?,
+            stride_b: long(b_step)?,
+            stride_c: long(c_step)?,
+        };
+        // SAFETY: as for one member, and each buffer holds its last member's span (checked
+        // above).
+        unsafe { self.blas.gemm_strided_batched(cfg, a.buf, b.buf, c.buffer_mut()) }
             .map_err(|e| Error::NoGpu(format!("cublasSgemmStridedBatched failed: {e}")))
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::bench::{Record, Row, shape_label};
+use crate::bench::{Record, Row, ops_label, shape_label};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -218,9 +218,9 @@ fn cpu_table(record: &Record) -> String {
     s
 }
 
-/// The row's shape as tables write it.
+/// The row's shape as tables write it, with the operands' storage when transposed.
 fn size(row: &Row) -> String {
-    shape_label(row.m, row.n, row.k)
+    shape_label(row.m, row.n, row.k) + &ops_label(row.trans_a, row.trans_b)
 }
 
 #[cfg(test)]
