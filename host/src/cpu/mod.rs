@@ -65,8 +65,8 @@ pub struct CpuKernel {
 ///   [`unpacked::fits_one_thread`];
 /// - matrix-vector products and products of a few rows ([`vector::applies`]) go to `vector`;
 /// - narrow ones ([`unpacked::fits_narrow`]) to `small` with their rows dealt to the threads;
-/// - one row of tiles over a large `B` on one thread ([`unpacked::fits_striped`]) to `small` in
-///   stripes of `B`;
+/// - a few rows of tiles over a large `B` on one thread ([`unpacked::fits_striped`]) to `small`
+///   in stripes of `B`;
 /// - the rest to the packed path.
 macro_rules! packed_kernel {
     ($name:literal, $uk:path, $small:path, $vector:path, $summary:literal) => {

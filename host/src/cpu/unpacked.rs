@@ -38,12 +38,13 @@
 //! Larger ones are computed here only when they run on one thread anyway and their sum is the
 //! packed path's ([`fits_one_thread`]): the same bits either way.
 //!
-//! Products of one row of tiles over a large `B` ([`fits_striped`], [`striped`]): packing such a
-//! `B` buys no reuse at all (each packed panel would meet one panel of `A`), and it costs more
-//! than the copy's reads, since the packed block's lines, written once, are evicted dirty from
-//! L1 while `B` streams in. Here each sum's rows of `B` are read where they lie, a stripe of
-//! rows across all of `C`'s columns, and each step asks into L2 for its rows' lines a few tiles
-//! to the right ([`b_ahead_values`]): the stripe's rows are as many streams, more than the
+//! Products of a few rows of tiles over a large `B` ([`fits_striped`], [`striped`]): packing
+//! such a `B` buys little reuse (each packed panel would meet at most [`STRIPED_ROWS_OF_TILES`]
+//! panels of `A`), and it costs more than the copy's reads, since the packed block's lines,
+//! written once, are evicted dirty from L1 while `B` streams in. Here each sum's rows of `B` are
+//! read where they lie, a stripe of rows across all of `C`'s columns, once for each row of tiles
+//! (the later ones from L2 or L3), and each step asks into L2 for its rows' lines a few tiles to
+//! the right ([`b_ahead_values`]): the stripe's rows are as many streams, more than the
 //! hardware's prefetchers follow.
 //!
 //! Narrow products ([`fits_narrow`]): a `C` of at most a few register tiles' width, however
@@ -127,13 +128,19 @@ const NARROW_TILES: usize = 4;
 /// `docs/performance-notes.md`).
 const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
 
-/// Whether an `m x n x k` product on one thread is computed unpacked by [`striped`]: `C` one
-/// row of `uk`'s tiles tall, `B` row-major and larger than this core's share of L2 (a smaller
-/// one stays in cache, packed or not), its rows not a multiple of [`L1_SET_STRIDE`] apart. Rows
-/// that are would put the lines a stripe asks for ahead in a few sets of the L2 (its index
-/// within a page is the same for every row), where they evict each other before they are read.
+/// The most rows of register tiles of `C` that [`fits_striped`] takes: each reads the stripes
+/// of `B` again, from L2 or L3, where the packed path reads its packed copy from L2; past four,
+/// the copy paid for itself on the Zen 5 (`docs/performance-notes.md`).
+const STRIPED_ROWS_OF_TILES: usize = 4;
+
+/// Whether an `m x n x k` product on one thread is computed unpacked by [`striped`]: `C` at
+/// most [`STRIPED_ROWS_OF_TILES`] rows of `uk`'s tiles tall, `B` row-major and larger than this
+/// core's share of L2 (a smaller one stays in cache, packed or not), its rows not a multiple of
+/// [`L1_SET_STRIDE`] apart. Rows that are would put the lines a stripe asks for ahead in a few
+/// sets of the L2 (its index within a page is the same for every row), where they evict each
+/// other before they are read.
 pub fn fits_striped(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
-    m <= uk.mr
+    m <= STRIPED_ROWS_OF_TILES * uk.mr
         && b.layout == Layout::RowMajor
         && k.saturating_mul(n) > max_b_copy()
         && !(b.ld * size_of::<f32>()).is_multiple_of(L1_SET_STRIDE)
@@ -576,9 +583,16 @@ mod tests {
     #[test]
     fn striped_products_give_the_packed_kernels_bits_and_write_only_c() {
         for (small, uk) in kernels() {
-            // One row of tiles, full or not, over a B past any L2's share (about 1.2 M
-            // values), several sums deep, last tiles cut by the edge.
-            let shapes = [(uk.mr, 1201, 1003), (uk.mr - 1, 517, 2400), (1, 3 * uk.nr + 1, 9001)];
+            // One row of tiles or a few, full or not, over a B past any L2's share (about 1.2
+            // M values), several sums deep, last tiles cut by the edge.
+            let rows = STRIPED_ROWS_OF_TILES * uk.mr;
+            let shapes = [
+                (uk.mr, 1201, 1003),
+                (uk.mr - 1, 517, 2400),
+                (1, 3 * uk.nr + 1, 9001),
+                (uk.mr + 1, 1201, 1003),
+                (rows, 517, 2400),
+            ];
             for (m, n, k) in shapes {
                 for (beta, alpha) in [(0.0, 1.5), (0.5, -1.0), (1.0, 0.75)] {
                     let operands = TestOperands::new((m, n, k), (Layout::RowMajor, Layout::RowMajor), beta);
@@ -608,15 +622,16 @@ mod tests {
     }
 
     #[test]
-    fn stripes_take_one_row_of_tiles_over_a_large_row_major_b_off_the_set_stride() {
+    fn stripes_take_a_few_rows_of_tiles_over_a_large_row_major_b_off_the_set_stride() {
         let uk = &microkernel::PORTABLE;
         let data = vec![0.0f32; 1 << 22];
         let (n, k) = (1000, max_b_copy() / 1000 + 1);
         let b = MatRef::new(&data, k, n, n);
-        assert!(fits_striped(uk, uk.mr, n, k, &b));
+        let rows = STRIPED_ROWS_OF_TILES * uk.mr;
+        assert!(fits_striped(uk, rows, n, k, &b));
         assert!(fits_striped(uk, 1, n, k, &b));
-        // Two rows of tiles; B within the L2 share; column-major; rows 4 KB apart.
-        assert!(!fits_striped(uk, uk.mr + 1, n, k, &b));
+        // One row of tiles too many; B within the L2 share; column-major; rows 4 KB apart.
+        assert!(!fits_striped(uk, rows + 1, n, k, &b));
         assert!(!fits_striped(uk, uk.mr, n, k - 1, &MatRef::new(&data, k - 1, n, n)));
         assert!(!fits_striped(uk, uk.mr, n, k, &MatRef::col_major(&data, k, n, k)));
         assert!(!fits_striped(uk, uk.mr, n, k, &MatRef::new(&data, k, n, 1024)));
