@@ -20,10 +20,8 @@
 //! measured, and the many variants that did not help, are in `docs/performance-notes.md`
 //! ("Figures moved out of the CPU modules' doc comments").
 
-use std::cell::RefCell;
 use std::ops::Range;
 
-use super::scratch::{Scratch, with_scratch};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{Avx512, Simd};
 use super::simd::{LINE_FLOATS, line_offsets, prefetch_l2};
@@ -80,38 +78,20 @@ pub fn source_lines(a: &MatRef, rows: Range<usize>, cols: Range<usize>, lines: &
     }
 }
 
-thread_local! {
-    /// The blocks [`columns_to_rows`] transposes, kept between calls so that no call zeroes a
-    /// fresh one.
-    static TRANSPOSED: Scratch = const { RefCell::new(Vec::new()) };
-}
-
 /// Columns a block of [`columns_to_rows`] transposes at once: one 64-byte vector of each row.
 const COLUMNS_AT_ONCE: usize = 16;
-/// Rows a block of [`columns_to_rows`] transposes at once: its buffer (16 KB) stays in L1.
-const ROWS_AT_ONCE: usize = 256;
 
 /// Writes the column-major `b` row-major into `out`, its rows `ld` apart (`ld >= b.cols`; the
-/// values between one row's end and the next row's start are left as they were). Blocks of
-/// [`COLUMNS_AT_ONCE`] columns by up to [`ROWS_AT_ONCE`] rows go through [`transpose_rows`]
-/// (register transposes) into a buffer, then row by row into `out`; the columns left over one
-/// value at a time.
+/// values between one row's end and the next row's start are left as they were). Each block of
+/// [`COLUMNS_AT_ONCE`] columns goes through [`transpose_rows`] (register transposes) straight
+/// into its place in `out`; the columns left over one value at a time.
 pub fn columns_to_rows(b: &MatRef, out: &mut [f32], ld: usize) {
     const W: usize = COLUMNS_AT_ONCE;
-    let (rows, cols) = (b.rows, b.cols);
+    let cols = b.cols;
     let whole = cols - cols % W;
-    with_scratch(&TRANSPOSED, W * ROWS_AT_ONCE.min(rows), |buffer| {
-        for j in (0..whole).step_by(W) {
-            for first in (0..rows).step_by(ROWS_AT_ONCE) {
-                let height = ROWS_AT_ONCE.min(rows - first);
-                let block = &mut buffer[..height * W];
-                transpose_rows::<W>(&std::array::from_fn(|r| &b.col(j + r)[first..first + height]), block);
-                for (i, row) in block.as_chunks::<W>().0.iter().enumerate() {
-                    out[(first + i) * ld + j..][..W].copy_from_slice(row);
-                }
-            }
-        }
-    });
+    for j in (0..whole).step_by(W) {
+        transpose_rows::<W>(&std::array::from_fn(|r| b.col(j + r)), &mut out[j..], ld);
+    }
     for j in whole..cols {
         for (i, &x) in b.col(j).iter().enumerate() {
             out[i * ld + j] = x;
@@ -124,7 +104,7 @@ pub fn columns_to_rows(b: &MatRef, out: &mut [f32], ld: usize) {
 /// panel). A full panel goes through [`transpose_rows`].
 fn lines_across<'a, const L: usize>(count: usize, line: impl Fn(usize) -> &'a [f32], panel: &mut [f32]) {
     if count == L {
-        transpose_rows::<L>(&std::array::from_fn(&line), panel);
+        transpose_rows::<L>(&std::array::from_fn(&line), panel, L);
     } else {
         panel.fill(0.0);
         for i in 0..count {
@@ -135,23 +115,25 @@ fn lines_across<'a, const L: usize>(count: usize, line: impl Fn(usize) -> &'a [f
     }
 }
 
-/// Writes the `MR` lines `src` (each `kc` long) across into `panel`: element `(r, p)` at
-/// `panel[p*MR + r]`. Register transposes move the bulk ([`avx512`] 16 steps at a time where the
-/// CPU has it and `MR` is a multiple of 4, then [`sse`] 4 at a time); single values the rest.
-fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) {
+/// Writes the `MR` lines `src` (each `kc` long) across into `panel`, its rows `stride` apart
+/// (`stride >= MR`; the values between them are left as they were): element `(r, p)` at
+/// `panel[p*stride + r]`. Register transposes move the bulk ([`avx512`] 16 steps at a time where
+/// the CPU has it and its stores fit ([`avx512::fits`]), then [`sse`] 4 at a time); single values
+/// the rest.
+fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32], stride: usize) {
     let kc = src[0].len();
     let mut p = 0;
     #[cfg(target_arch = "x86_64")]
     {
-        if MR.is_multiple_of(4) && Avx512::detected() {
+        if avx512::fits(MR, stride) && Avx512::detected() {
             // SAFETY: the CPU has AVX-512F.
-            p = unsafe { avx512::transpose_rows(src, panel) };
+            p = unsafe { avx512::transpose_rows(src, panel, stride) };
         }
-        p = sse::transpose_rows(src, panel, p);
+        p = sse::transpose_rows(src, panel, stride, p);
     }
     for p in p..kc {
         for r in 0..MR {
-            panel[p * MR + r] = src[r][p];
+            panel[p * stride + r] = src[r][p];
         }
     }
 }
@@ -165,19 +147,24 @@ mod sse {
 
     /// [`transpose_rows`](super::transpose_rows) of steps `from..` in blocks of 4; returns the
     /// first step not written.
-    pub fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32], from: usize) -> usize {
+    pub fn transpose_rows<const MR: usize>(
+        src: &[&[f32]; MR],
+        panel: &mut [f32],
+        stride: usize,
+        from: usize,
+    ) -> usize {
         let kc = src[0].len();
         let mut p = from;
         while p + 4 <= kc {
             for g in (0..MR - MR % 4).step_by(4) {
                 let block: [&[f32]; 4] = std::array::from_fn(|i| &src[g + i][p..p + 4]);
                 for (j, column) in transpose4(block).iter().enumerate() {
-                    panel[(p + j) * MR + g..][..4].copy_from_slice(column);
+                    panel[(p + j) * stride + g..][..4].copy_from_slice(column);
                 }
             }
             for r in MR - MR % 4..MR {
                 for j in 0..4 {
-                    panel[(p + j) * MR + r] = src[r][p + j];
+                    panel[(p + j) * stride + r] = src[r][p + j];
                 }
             }
             p += 4;
@@ -226,13 +213,20 @@ mod avx512 {
 
     use super::super::simd::{Avx512, Simd};
 
+    /// Whether [`transpose_rows`] takes `mr` lines into rows `stride` apart: `mr` a multiple of
+    /// 4, and each 16-value store within one row (rows of a multiple of 16, or packed back to
+    /// back).
+    pub const fn fits(mr: usize, stride: usize) -> bool {
+        mr.is_multiple_of(4) && (mr.is_multiple_of(16) || stride == mr)
+    }
+
     /// [`transpose_rows`](super::transpose_rows) of steps `0..` in blocks of 16; returns the first
-    /// step not written. `MR` is a multiple of 4.
+    /// step not written. [`fits`]`(MR, stride)`.
     ///
     /// # Safety
     /// The CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32]) -> usize {
+    pub unsafe fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32], stride: usize) -> usize {
         let (kc, groups) = (src[0].len(), MR / 4);
         let load = |r: usize, p: usize| {
             let row = &src[r][p..p + 16];
@@ -251,7 +245,6 @@ mod avx512 {
                 v[2 * groups + g] = _mm512_shuffle_ps::<0x44>(ab_hi, cd_hi); // a2 b2 c2 d2
                 v[3 * groups + g] = _mm512_shuffle_ps::<0xEE>(ab_hi, cd_hi); // a3 b3 c3 d3
             }
-            let out = &mut panel[p * MR..][..16 * MR];
             for s in 0..groups {
                 let [a, b, c, d] = [v[4 * s], v[4 * s + 1], v[4 * s + 2], v[4 * s + 3]];
                 // Lanes (of the operands, in order): a0 a1 b0 b1, a2 a3 b2 b3, c0 c1 d0 d1, c2 c3 d2 d3.
@@ -264,7 +257,9 @@ mod avx512 {
                     _mm512_shuffle_f32x4::<0xDD>(ab23, cd23), // a3 b3 c3 d3
                 ];
                 for (l, lane) in lanes.into_iter().enumerate() {
-                    let dst = &mut out[16 * (groups * l + s)..][..16];
+                    // The 16 values from value `16 (G l + s)` of the block's `16 x MR`.
+                    let at = 16 * (groups * l + s);
+                    let dst = &mut panel[(p + at / MR) * stride + at % MR..][..16];
                     // SAFETY: `dst` holds the 16 values written (unaligned store).
                     unsafe { Avx512::store(dst.as_mut_ptr(), lane) };
                 }
@@ -440,21 +435,29 @@ mod tests {
                 let data: Vec<f32> = (0..MR * kc).map(|i| i as f32).collect();
                 let src: [&[f32]; MR] = std::array::from_fn(|r| &data[r * kc..][..kc]);
                 let want: Vec<f32> = (0..kc * MR).map(|i| src[i % MR][i / MR]).collect();
-                let mut got = vec![f32::NAN; kc * MR];
-                transpose_rows(&src, &mut got);
-                assert_eq!(got, want, "MR {MR} kc {kc}");
-                #[cfg(target_arch = "x86_64")]
-                {
-                    let mut got = vec![f32::NAN; kc * MR];
-                    let done = sse::transpose_rows(&src, &mut got, 0);
-                    assert_eq!(done, kc - kc % 4);
-                    assert_eq!(got[..done * MR], want[..done * MR], "SSE, MR {MR} kc {kc}");
-                    if MR.is_multiple_of(4) && Avx512::detected() {
-                        let mut got = vec![f32::NAN; kc * MR];
-                        // SAFETY: the CPU has AVX-512F.
-                        let done = unsafe { avx512::transpose_rows(&src, &mut got) };
-                        assert_eq!(done, kc - kc % 16);
-                        assert_eq!(got[..done * MR], want[..done * MR], "AVX-512, MR {MR} kc {kc}");
+                // Rows `stride` apart: the values between them stay NaN.
+                for stride in [MR, MR + 3, MR + 16] {
+                    let want: Vec<f32> = (0..kc * stride)
+                        .map(|i| if i % stride < MR { src[i % stride][i / stride] } else { f32::NAN })
+                        .collect();
+                    let same = |got: &[f32], want: &[f32]| got.iter().zip(want).all(|(g, w)| g.total_cmp(w).is_eq());
+                    let mut got = vec![f32::NAN; kc * stride];
+                    transpose_rows(&src, &mut got, stride);
+                    assert!(same(&got, &want), "MR {MR} kc {kc} stride {stride}");
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        let mut got = vec![f32::NAN; kc * stride];
+                        let done = sse::transpose_rows(&src, &mut got, stride, 0);
+                        assert_eq!(done, kc - kc % 4);
+                        assert!(same(&got[..done * stride], &want[..done * stride]), "SSE, MR {MR} kc {kc}");
+                        if avx512::fits(MR, stride) && Avx512::detected() {
+                            let mut got = vec![f32::NAN; kc * stride];
+                            // SAFETY: the CPU has AVX-512F.
+                            let done = unsafe { avx512::transpose_rows(&src, &mut got, stride) };
+                            assert_eq!(done, kc - kc % 16);
+                            let (got, want) = (&got[..done * stride], &want[..done * stride]);
+                            assert!(same(got, want), "AVX-512, MR {MR} kc {kc} stride {stride}");
+                        }
                     }
                 }
             }
