@@ -61,8 +61,7 @@ fn block_shape_for(
     l2: Option<usize>,
     l3: Option<usize>,
 ) -> (usize, usize) {
-    let nc = l2.map_or(0, b_share) / L2_KC / uk.nr * uk.nr;
-    if nc >= L2_MIN_NC {
+    if let Some(nc) = l2_block_width(uk, l2) {
         return (L2_KC, nc);
     }
     // B's share of the L3 at depth kc, in whole panels of B (at least one).
@@ -71,6 +70,20 @@ fn block_shape_for(
         return (L2_KC, n.max(1).next_multiple_of(uk.nr).min(l3_nc(L2_KC)));
     }
     (uk.kc, uk.nc.min(l3_nc(uk.kc)))
+}
+
+/// The width of the block of `B` that [`block_shape`] keeps in an L2 of `l2` bytes (`L2_KC`
+/// deep, as wide as half the L2 holds in whole panels), or `None` where that is narrower than
+/// [`L2_MIN_NC`] (or the L2 unknown) and the block streams from L3.
+fn l2_block_width(uk: &Microkernel, l2: Option<usize>) -> Option<usize> {
+    let nc = l2.map_or(0, b_share) / L2_KC / uk.nr * uk.nr;
+    (nc >= L2_MIN_NC).then_some(nc)
+}
+
+/// Whether the packed path keeps its block of `B` in this core's L2 ([`block_shape`]): each row
+/// of register tiles then reads the packed block from L2, where otherwise it streams from L3.
+pub(crate) fn keeps_b_in_l2(uk: &Microkernel) -> bool {
+    l2_block_width(uk, l2_bytes()).is_some()
 }
 
 /// How many tiles ahead of the one computed the packed loops prefetch the lines of `C` for short

@@ -128,19 +128,28 @@ const NARROW_TILES: usize = 4;
 /// `docs/performance-notes.md`).
 const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
 
-/// The most rows of register tiles of `C` that [`fits_striped`] takes: each reads the stripes
-/// of `B` again, from L2 or L3, where the packed path reads its packed copy from L2; past four,
-/// the copy paid for itself on the Zen 5 (`docs/performance-notes.md`).
+/// The most rows of register tiles of `C` that [`fits_striped`] takes where the packed path
+/// streams its block of `B` from L3 too: each row of tiles reads the stripes of `B` again, from
+/// L2 or L3; past four, the packed copy paid for itself on the Zen 5
+/// (`docs/performance-notes.md`).
 const STRIPED_ROWS_OF_TILES: usize = 4;
 
+/// The most rows of register tiles of `C` that [`fits_striped`] takes for `uk` on this CPU:
+/// [`STRIPED_ROWS_OF_TILES`], or one where the packed path keeps its block of `B` in L2
+/// ([`cache::keeps_b_in_l2`]), which each row of tiles then reads from L2 while every row of
+/// stripes would read `B` from L3 again.
+fn striped_rows_of_tiles(uk: &Microkernel) -> usize {
+    if cache::keeps_b_in_l2(uk) { 1 } else { STRIPED_ROWS_OF_TILES }
+}
+
 /// Whether an `m x n x k` product on one thread is computed unpacked by [`striped`]: `C` at
-/// most [`STRIPED_ROWS_OF_TILES`] rows of `uk`'s tiles tall, `B` row-major and larger than this
+/// most [`striped_rows_of_tiles`] rows of `uk`'s tiles tall, `B` row-major and larger than this
 /// core's share of L2 (a smaller one stays in cache, packed or not), its rows not a multiple of
 /// [`L1_SET_STRIDE`] apart. Rows that are would put the lines a stripe asks for ahead in a few
 /// sets of the L2 (its index within a page is the same for every row), where they evict each
 /// other before they are read.
 pub fn fits_striped(uk: &Microkernel, m: usize, n: usize, k: usize, b: &MatRef) -> bool {
-    m <= STRIPED_ROWS_OF_TILES * uk.mr
+    m <= striped_rows_of_tiles(uk) * uk.mr
         && b.layout == Layout::RowMajor
         && k.saturating_mul(n) > max_b_copy()
         && !(b.ld * size_of::<f32>()).is_multiple_of(L1_SET_STRIDE)
@@ -585,12 +594,12 @@ mod tests {
         for (small, uk) in kernels() {
             // One row of tiles or a few, full or not, over a B past any L2's share (about 1.2
             // M values), several sums deep, last tiles cut by the edge.
-            let rows = STRIPED_ROWS_OF_TILES * uk.mr;
+            let rows = striped_rows_of_tiles(&uk) * uk.mr;
             let shapes = [
                 (uk.mr, 1201, 1003),
                 (uk.mr - 1, 517, 2400),
                 (1, 3 * uk.nr + 1, 9001),
-                (uk.mr + 1, 1201, 1003),
+                ((uk.mr + 1).min(rows), 1201, 1003),
                 (rows, 517, 2400),
             ];
             for (m, n, k) in shapes {
@@ -627,7 +636,7 @@ mod tests {
         let data = vec![0.0f32; 1 << 22];
         let (n, k) = (1000, max_b_copy() / 1000 + 1);
         let b = MatRef::new(&data, k, n, n);
-        let rows = STRIPED_ROWS_OF_TILES * uk.mr;
+        let rows = striped_rows_of_tiles(uk) * uk.mr;
         assert!(fits_striped(uk, rows, n, k, &b));
         assert!(fits_striped(uk, 1, n, k, &b));
         // One row of tiles too many; B within the L2 share; column-major; rows 4 KB apart.
