@@ -298,6 +298,39 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
 }
 
 #[test]
+fn matrix_vector_products_read_a_transposed_matrix_as_it_lies() {
+    // `C = op(A) x` with `A` stored transposed, `C = x^T op(B)` with `B` stored transposed, in
+    // each layout and pairing: the vector `C` is described in the other layout, the product
+    // computed as its transpose, so the choice is the transposed problem's kernel. Padded
+    // leading dimensions leave a strided vector `C` that cannot be described so (the matrix is
+    // then copied): every case still gives the product and writes nothing outside `C`.
+    let Some(gpu) = gpu_or_skip("matrix_vector_products_read_a_transposed_matrix_as_it_lies") else { return };
+    let (long, k) = (20_001, 1001);
+    let data = vec![0.0f32; long * k];
+    let out = vec![0.0f32; long];
+    let a_t = MatRef::new(&data, k, long, long).t();
+    let (x, c) = (MatRef::new(&data, k, 1, 1), MatRef::new(&out, long, 1, 1));
+    let transposed_problem = gpu.chosen_for(Layout::RowMajor, 1, 1, long, k).spec.name;
+    assert_eq!(gpu.chosen_for_host(1, &a_t, &x, &c).spec.name, transposed_problem);
+    let (x_row, b_t) = (MatRef::new(&data, 1, k, k), MatRef::new(&data, long, k, k).t());
+    let c_row = MatRef::new(&out, 1, long, long);
+    assert_eq!(
+        gpu.chosen_for_host(1, &x_row, &b_t, &c_row).spec.name,
+        gpu.chosen_for(Layout::RowMajor, 1, long, 1, k).spec.name
+    );
+    let mut cases = Vec::new();
+    for combo in check::COMBOS {
+        for (pad, beta) in [(0, 0.0), (0, 0.5), (3, 0.0)] {
+            cases.push(check::Case::new(long, 1, k, 1.5, beta, pad).with(combo));
+            cases.push(check::Case::new(1, long, k, 1.0, beta, pad).with(combo));
+        }
+    }
+    for precision in [Precision::Accurate, Precision::Strict] {
+        assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));
+    }
+}
+
+#[test]
 fn every_count_of_k_slices_gives_the_product() {
     let Some(gpu) = gpu_or_skip("every_count_of_k_slices_gives_the_product") else { return };
     // `with_k_slices` forces the split that `k_slices` otherwise chooses: every tile kernel

@@ -147,7 +147,7 @@ impl Router {
         };
         if let Some(started) = started {
             let kernel = match engine.gpu() {
-                Some(gpu) => gpu.chosen_for(c.matrix.layout, batch, m, n, k).spec.name,
+                Some(gpu) => gpu.chosen_for_host(batch, &a.matrix, &b.matrix, &c.matrix.as_ref()).spec.name,
                 None => sgemm::cpu::kernel(None).map_or("cpu", |k| k.name),
             };
             let ms = started.elapsed().as_secs_f64() * 1e3;

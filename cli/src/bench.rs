@@ -630,7 +630,7 @@ fn time_gpu(
         }
         .with_k_slices(*slices)?;
         let resolved = match name.as_str() {
-            "auto" | "strict" => gpu.chosen_for(Layout::RowMajor, batch, m, n, k),
+            "auto" | "strict" => gpu.chosen_for_host(batch, &a_host, &b_host, &problem.member(0).2),
             name => gpu.kernel(name)?,
         };
         let timing = measure(kernel, &|c| {

@@ -362,7 +362,7 @@ fn time_gpu(
     let (a_view, c_view) = (a.view, c0.view);
     let kernel = match kernel {
         Some(name) => gpu.kernel(name)?,
-        None => gpu.chosen_for(c_view.layout, args.batch, c_view.rows, c_view.cols, a_view.cols),
+        None => gpu.chosen_for_host(args.batch, &a_view, &b.view, &c_view),
     };
     let (a_dev, b_dev) = (upload_whole(gpu, &a_view)?, upload_whole(gpu, &b.view)?);
     let device = |buf, x: &Operand| Ok::<_, Error>(Strided::new(device_view(buf, &x.view)?, x.stride));

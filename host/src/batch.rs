@@ -65,6 +65,14 @@ impl<M: View> View for Strided<M> {
     fn t(self) -> Self {
         Self { matrix: self.matrix.t(), ..self }
     }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        self.matrix.dims()
+    }
+
+    fn described_as(self, layout: Layout, ld: usize) -> Self {
+        Self { matrix: self.matrix.described_as(layout, ld), ..self }
+    }
 }
 
 /// The shape of one operand's members, as the checks see it.

@@ -324,6 +324,14 @@ impl crate::semantics::View for MatRef<'_> {
     fn t(self) -> Self {
         MatRef::t(self)
     }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.rows, self.cols, self.ld)
+    }
+
+    fn described_as(self, layout: Layout, ld: usize) -> Self {
+        Self { layout, ld, ..self }
+    }
 }
 
 impl crate::semantics::View for MatMut<'_> {
@@ -333,6 +341,14 @@ impl crate::semantics::View for MatMut<'_> {
 
     fn t(self) -> Self {
         MatMut::t(self)
+    }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.rows, self.cols, self.ld)
+    }
+
+    fn described_as(self, layout: Layout, ld: usize) -> Self {
+        Self { layout, ld, ..self }
     }
 }
 

@@ -74,7 +74,7 @@ impl Gpu {
                 DeviceMatRef::new(b_dev.buf().slice(..b_len), bm.layout, bm.rows, bm.cols, bm.ld)?,
                 b.stride,
             );
-            let kernel = self.chosen_for(cm.layout, batch, rows, cols, k);
+            let kernel = self.chosen_oriented(batch, &a_s, &b_s, &c_view);
             self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, Strided::new(c_view, c.stride))?;
         }
         self.download_members(c_dev.buf(), batch, c)?;
@@ -142,8 +142,7 @@ impl Gpu {
         beta: f32,
         c: Strided<DeviceMatMut>,
     ) -> Result<()> {
-        let kernel =
-            self.chosen_for(c.matrix.layout(), batch, c.matrix.rows(), c.matrix.cols(), a.matrix.cols());
+        let kernel = self.chosen_oriented(batch, &a, &b, &c);
         self.enqueue_strided(kernel, batch, alpha, a, b, beta, c)?;
         self.synchronize()
     }
@@ -231,11 +230,11 @@ impl Gpu {
         {
             let c_view = c_shape.view_mut(&mut c_scratch)?;
             if work == Work::Product {
-                let kernel = self.chosen_for(c0.layout(), batch, c0.rows(), c0.cols(), a0.cols());
                 let ((a_buf, a_shape), (b_buf, b_shape)) = (gathered(a)?, gathered(b)?);
                 let a_s = Strided::new(a_shape.view(&a_buf)?, a_shape.size());
                 let b_s = Strided::new(b_shape.view(&b_buf)?, b_shape.size());
                 let c_s = Strided::new(c_view, c_shape.size());
+                let kernel = self.chosen_oriented(batch, &a_s, &b_s, &c_s);
                 self.enqueue_members(kernel, batch, alpha, a_s, b_s, beta, c_s)?;
             } else {
                 self.enqueue_scale_c(beta, batch, c_view, c_shape.size())?;

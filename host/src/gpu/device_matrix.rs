@@ -240,6 +240,14 @@ impl View for DeviceMatRef<'_> {
     fn t(self) -> Self {
         DeviceMatRef::t(self)
     }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.rows, self.cols, self.ld)
+    }
+
+    fn described_as(self, layout: Layout, ld: usize) -> Self {
+        Self { layout, ld, ..self }
+    }
 }
 
 impl View for DeviceMatMut<'_> {
@@ -249,6 +257,14 @@ impl View for DeviceMatMut<'_> {
 
     fn t(self) -> Self {
         DeviceMatMut::t(self)
+    }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.rows, self.cols, self.ld)
+    }
+
+    fn described_as(self, layout: Layout, ld: usize) -> Self {
+        Self { layout, ld, ..self }
     }
 }
 

@@ -39,7 +39,7 @@ use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Padding, Shapes};
 use self::kept::{Kept, Scratch};
 use crate::batch::Strided;
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
-use crate::semantics::{Work, row_major_shape, with_row_major_c, work};
+use crate::semantics::{View, Work, relaid, row_major_shape, vector_c_layout, with_row_major_c, work};
 use crate::{Error, Precision, Result};
 
 /// The embedded kernel modules of one architecture.
@@ -524,6 +524,39 @@ impl Gpu {
     ///
     /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
+        self.chosen_by_shape(layout, batch, m, n, k)
+    }
+
+    /// The kernel this handle's calls run for a batch of `batch` products of these operands'
+    /// shapes and layouts (`a`, `b`: `op(A)`, `op(B)`; a single product is the batch of one):
+    /// [`chosen_for`](Self::chosen_for) of `C` in the layout the call computes it in. That is
+    /// `C`'s own, except for a matrix-vector product whose matrix is stored transposed: its
+    /// vector `C` reads the same in the other layout, in which the product is the transposed
+    /// one and reads the matrix as it lies (no copy of it is made).
+    pub fn chosen_for_views(
+        &self,
+        batch: usize,
+        a: &DeviceMatRef,
+        b: &DeviceMatRef,
+        c: &DeviceMatMut,
+    ) -> &GpuKernel {
+        self.chosen_oriented(batch, a, b, c)
+    }
+
+    /// [`chosen_for_views`](Self::chosen_for_views) for host matrices (`c`: `C`'s view, of which
+    /// only the shape and layout matter).
+    pub fn chosen_for_host(&self, batch: usize, a: &MatRef, b: &MatRef, c: &MatRef) -> &GpuKernel {
+        self.chosen_oriented(batch, a, b, c)
+    }
+
+    /// [`chosen_for_views`](Self::chosen_for_views) for views of any kind.
+    pub(crate) fn chosen_oriented<R: View, W: View>(&self, batch: usize, a: &R, b: &R, c: &W) -> &GpuKernel {
+        let ((rows, cols, _), k) = (c.dims(), a.dims().1);
+        self.chosen_by_shape(vector_c_layout(a, b, c), batch, rows, cols, k)
+    }
+
+    /// [`chosen_for`](Self::chosen_for).
+    fn chosen_by_shape(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
         let (m, n) = row_major_shape(layout, m, n);
         if let Some(chosen) = self.kernel {
             return self.get(chosen);
@@ -609,8 +642,8 @@ impl Gpu {
         beta: f32,
         c: impl Into<DeviceMatMut<'c>>,
     ) -> Result<()> {
-        let (a, c) = (a.into(), c.into());
-        self.enqueue(self.chosen_for(c.layout(), 1, c.rows(), c.cols(), a.cols()), alpha, a, b, beta, c)?;
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        self.enqueue(self.chosen_oriented(1, &a, &b, &c), alpha, a, b, beta, c)?;
         self.synchronize()
     }
 
@@ -668,8 +701,12 @@ impl Gpu {
                 return Err(Error::WrongContext);
             }
         }
-        // C as the row-major matrix the kernels write: C itself, or C^T.
+        // A matrix-vector product's vector C described so that its matrix is read as it lies,
+        // where the kernel computes that shape; then C as the row-major matrix the kernels
+        // write (C itself, or C^T), and vectors read row-major (the same elements).
+        let c = oriented(kernel, &a, &b, c);
         let (a, b, c) = with_row_major_c(a, b, c);
+        let (a, b) = (relaid(a, Layout::RowMajor), relaid(b, Layout::RowMajor));
         let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
         let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
         let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
@@ -1185,6 +1222,17 @@ fn skinny_kernel(batch: usize, m: usize, n: usize, k: usize, l2_bytes: usize) ->
     } else {
         None
     }
+}
+
+/// `c` described in [`vector_c_layout`]'s layout where `kernel` computes the row-major shape of
+/// that problem, else as it is: a matrix-vector product whose matrix would be read transposed
+/// (copied by the `transpose` kernel, the whole matrix's traffic twice before the product's
+/// once) is computed as its transpose, which reads the matrix as it lies.
+fn oriented<R: View, W: View>(kernel: &GpuKernel, a: &R, b: &R, c: W) -> W {
+    let layout = vector_c_layout(a, b, &c);
+    let (rows, cols, _) = c.dims();
+    let (m, n) = row_major_shape(layout, rows, cols);
+    if layout != c.layout() && kernel.spec.shapes.fits(m, n) { relaid(c, layout) } else { c }
 }
 
 /// Whether a kernel padded as `padding` says runs its 16-byte entry on zero-padded copies of
