@@ -226,7 +226,11 @@ mod avx512 {
     /// # Safety
     /// The CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn transpose_rows<const MR: usize>(src: &[&[f32]; MR], panel: &mut [f32], stride: usize) -> usize {
+    pub unsafe fn transpose_rows<const MR: usize>(
+        src: &[&[f32]; MR],
+        panel: &mut [f32],
+        stride: usize,
+    ) -> usize {
         let (kc, groups) = (src[0].len(), MR / 4);
         let load = |r: usize, p: usize| {
             let row = &src[r][p..p + 16];
@@ -434,13 +438,13 @@ mod tests {
             for kc in 0..40 {
                 let data: Vec<f32> = (0..MR * kc).map(|i| i as f32).collect();
                 let src: [&[f32]; MR] = std::array::from_fn(|r| &data[r * kc..][..kc]);
-                let want: Vec<f32> = (0..kc * MR).map(|i| src[i % MR][i / MR]).collect();
                 // Rows `stride` apart: the values between them stay NaN.
                 for stride in [MR, MR + 3, MR + 16] {
                     let want: Vec<f32> = (0..kc * stride)
                         .map(|i| if i % stride < MR { src[i % stride][i / stride] } else { f32::NAN })
                         .collect();
-                    let same = |got: &[f32], want: &[f32]| got.iter().zip(want).all(|(g, w)| g.total_cmp(w).is_eq());
+                    let same =
+                        |got: &[f32], want: &[f32]| got.iter().zip(want).all(|(g, w)| g.total_cmp(w).is_eq());
                     let mut got = vec![f32::NAN; kc * stride];
                     transpose_rows(&src, &mut got, stride);
                     assert!(same(&got, &want), "MR {MR} kc {kc} stride {stride}");
