@@ -39,6 +39,11 @@ fn every_kernel_is_resident_as_its_launch_bounds_promise() {
         assert_eq!(kernel.spec.name, name);
         kernels.push(kernel);
     }
+    let data = vec![0.0f32; 1024 * 1024];
+    let (a, b_t) = (MatRef::new(&data, 8, 1024, 1024), MatRef::new(&data, 1024, 1024, 1024).t());
+    let kernel = gpu.chosen_for_host(1, &a, &b_t, &MatRef::new(&data, 8, 1024, 1024));
+    assert_eq!(kernel.spec.name, "few_rows_nt");
+    kernels.push(kernel);
     for (k, name) in [(8, "vector_narrow"), (17, "vector_staged"), (40, "vector_staged")] {
         let kernel = gpu.chosen_for(Layout::RowMajor, 1, 100_003, 1, k);
         assert_eq!(kernel.spec.name, name);
@@ -292,6 +297,34 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
     for (m, k, kernel) in choices {
         assert_eq!(gpu.chosen_for(Layout::RowMajor, 1, m, 1, k).spec.name, kernel, "{m}x1x{k}");
     }
+    for precision in [Precision::Accurate, Precision::Strict] {
+        assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));
+    }
+}
+
+#[test]
+fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
+    // `few_rows_nt`: `B` stored transposed (or `A`, with a column-major `C`, whose row-major
+    // problem is `C^T = op(B)^T op(A)^T`), with 16-byte loads (aligned, `k` and `ldb` multiples
+    // of 4, any `n`) and 4-byte ones (odd `k`, padded leading dimensions), a partial last
+    // block, rows 1 to 8, beta = 0 over NaN and beta != 0.
+    let Some(gpu) = gpu_or_skip("few_rows_over_a_column_major_b_read_it_as_it_lies") else { return };
+    let (m, n, k) = (8, 4096, 4096);
+    let data = vec![0.0f32; n * k];
+    let out = vec![0.0f32; m * n];
+    let (a, b_t, c) =
+        (MatRef::new(&data, m, k, k), MatRef::new(&data, n, k, k).t(), MatRef::new(&out, m, n, n));
+    assert_eq!(gpu.chosen_for_host(1, &a, &b_t, &c).spec.name, "few_rows_nt");
+    assert_eq!(gpu.chosen_for_host(1, &a, &MatRef::new(&data, k, n, n), &c).spec.name, "few_rows");
+    let cases = [
+        check::Case::new(8, 4096, 4096, 1.0, 0.0, 0).with(check::COMBOS[2]),
+        check::Case::new(5, 1001, 4096, 0.5, 1.5, 0).with(check::COMBOS[2]),
+        check::Case::new(8, 4099, 4001, 1.0, 0.0, 0).with(check::COMBOS[3]),
+        check::Case::new(3, 777, 1000, -1.0, 0.5, 2).with(check::COMBOS[2]),
+        check::Case::new(1, 300, 37, 1.0, 0.0, 0).with(check::COMBOS[2]),
+        check::Case::new(4099, 6, 2000, 1.5, 0.0, 0).with(check::COMBOS[5]),
+        check::Case::new(2001, 7, 129, 1.0, 1.0, 1).with(check::COMBOS[7]),
+    ];
     for precision in [Precision::Accurate, Precision::Strict] {
         assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));
     }

@@ -182,7 +182,7 @@ fn add_launch_bounds(ptx: &str) -> String {
 }
 
 /// Every kernel the host may launch: the GEMM registry, `vector` (and its column variants),
-/// `few_rows` (and its tall variant), `scale_c`, `transpose`, `pad` and the split-K reduction.
+/// `few_rows` (and its tall and column-major-`B` variants), `scale_c`, `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,
@@ -191,6 +191,7 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
         &vector::STAGED_SPEC,
         &few_rows::SPEC,
         &few_rows::TALL_SPEC,
+        &few_rows::NT_SPEC,
         &scale::SPEC,
         &transpose::SPEC,
         &pad::SPEC,

@@ -129,8 +129,10 @@ impl GpuKernel {
 
     /// Whether the launch loads 16 bytes at a time when `k` is a multiple of 4: a kernel with
     /// only 16-byte loads, or one whose 16-byte entry the other conditions of
-    /// [`function_for`](Self::function_for) allow.
+    /// [`function_for`](Self::function_for) allow (for a kernel that reads `B` column-major,
+    /// whose 16-byte runs lie along `K`, its row length does not matter).
     fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, b_cols: usize) -> bool {
+        let b_cols = if self.spec.reads_b_transposed { 0 } else { b_cols };
         let wide_b = !self.spec.vec4_b || [ldb, b_cols].iter().all(|x| x.is_multiple_of(4));
         self.spec.padding == Padding::Always
             || (self.vec4.is_some() && aligned && lda.is_multiple_of(4) && wide_b)
@@ -191,6 +193,8 @@ struct Loaded {
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
     few_rows_tall: GpuKernel,
+    /// Its variant over a column-major `B`, read as it lies.
+    few_rows_nt: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -330,6 +334,7 @@ impl Gpu {
         let vector_staged = load(vector::STAGED_SPEC)?;
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
+        let few_rows_nt = load(few_rows::NT_SPEC)?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -375,6 +380,7 @@ impl Gpu {
             vector_staged,
             few_rows,
             few_rows_tall,
+            few_rows_nt,
             scale_c,
             transpose,
             pad,
@@ -532,7 +538,9 @@ impl Gpu {
     /// [`chosen_for`](Self::chosen_for) of `C` in the layout the call computes it in. That is
     /// `C`'s own, except for a matrix-vector product whose matrix is stored transposed: its
     /// vector `C` reads the same in the other layout, in which the product is the transposed
-    /// one and reads the matrix as it lies (no copy of it is made).
+    /// one and reads the matrix as it lies (no copy of it is made). Where that choice is
+    /// `few_rows` and the row-major problem's `B` is column-major, its variant that reads such a
+    /// `B` as it lies (`few_rows_nt`).
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -552,7 +560,18 @@ impl Gpu {
     /// [`chosen_for_views`](Self::chosen_for_views) for views of any kind.
     pub(crate) fn chosen_oriented<R: View, W: View>(&self, batch: usize, a: &R, b: &R, c: &W) -> &GpuKernel {
         let ((rows, cols, _), k) = (c.dims(), a.dims().1);
-        self.chosen_by_shape(vector_c_layout(a, b, c), batch, rows, cols, k)
+        let layout = vector_c_layout(a, b, c);
+        let kernel = self.chosen_by_shape(layout, batch, rows, cols, k);
+        // The row-major problem's B: op(B), or op(A)^T where C is computed as C^T.
+        let b_layout = match layout {
+            Layout::RowMajor => b.layout(),
+            Layout::ColMajor => a.layout().flip(),
+        };
+        if std::ptr::eq(kernel, &self.loaded.few_rows) && b_layout == Layout::ColMajor {
+            &self.loaded.few_rows_nt
+        } else {
+            kernel
+        }
     }
 
     /// [`chosen_for`](Self::chosen_for).
@@ -707,6 +726,13 @@ impl Gpu {
         let c = oriented(kernel, &a, &b, c);
         let (a, b, c) = with_row_major_c(a, b, c);
         let (a, b) = (relaid(a, Layout::RowMajor), relaid(b, Layout::RowMajor));
+        // A kernel that reads B column-major takes no other: a row-major B goes to the one that
+        // reads it row-major.
+        let kernel = if kernel.spec.reads_b_transposed && b.layout() == Layout::RowMajor {
+            &self.loaded.few_rows
+        } else {
+            kernel
+        };
         let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
         let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
         let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
@@ -733,7 +759,11 @@ impl Gpu {
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
         let a_copy = self.readable(&self.loaded.a_copies, &a, a_step, batch, (m, k), pads)?;
-        let b_copy = self.readable(&self.loaded.b_copies, &b, b_step, batch, (k, n_b), pads)?;
+        let b_copy = if kernel.spec.reads_b_transposed {
+            None
+        } else {
+            self.readable(&self.loaded.b_copies, &b, b_step, batch, (k, n_b), pads)?
+        };
         // A scratch copy starts at the start of an allocation (256-byte aligned) and its
         // members are a multiple of 4 floats apart; a caller's buffer needs both checked.
         let direct_aligned = |x: &DeviceMatRef, step: usize| x.aligned && step.is_multiple_of(4);
@@ -1584,6 +1614,7 @@ mod tests {
             &vector::STAGED_SPEC,
             &few_rows::SPEC,
             &few_rows::TALL_SPEC,
+            &few_rows::NT_SPEC,
         ]))
         .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
         .collect();

@@ -58,6 +58,10 @@ pub struct KernelSpec {
     pub module: Module,
     /// The shapes of `C` (row-major, as the kernels see it) the kernel computes.
     pub shapes: Shapes,
+    /// Whether the kernel reads `B` column-major (element `(p, j)` at `b[j * ldb + p]`: `B^T`
+    /// stored row-major) rather than row-major: the host passes it a column-major `B` as it
+    /// lies, and never a row-major one.
+    pub reads_b_transposed: bool,
 }
 
 /// When the host pads operands for a kernel's 16-byte entry ([`KernelSpec::padding`]).
@@ -144,6 +148,7 @@ impl KernelSpec {
             arch: None,
             module: Module::Production,
             shapes: Shapes::Any,
+            reads_b_transposed: false,
         }
     }
 

@@ -49,6 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,
+    reads_b_transposed: false,
 };
 
 const _: () = assert!(

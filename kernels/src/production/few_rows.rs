@@ -28,6 +28,17 @@
 //! are streaming, as in the [`vector`](crate::production::vector) kernel (evict-first in L1 and
 //! L2); the tall variant's rows of tiles read the same `B`, and load it as usual.
 //!
+//! A variant for a column-major `B` ([`NT_SPEC`]: `B^T` stored row-major, its columns
+//! contiguous, as in `Q K^T` with few queries) reads it as it lies instead of after a transposed
+//! copy (the whole of `B` read and written once more than the product reads it). Its block
+//! covers the same 32 columns: warp `ty` four of them, its lanes down `K` (each column's run of
+//! `K` read by a warp at a time, coalesced), every lane summing `FEW x 4` products with one
+//! `f32` FMA each, in order, over its share of `K` (`p = lane, lane + 32, ...`, or four
+//! consecutive values at a time in the 16-byte entry). The warp then adds each of its 32 sums
+//! across its lanes in a fixed order (five rounds of butterfly shuffles, each halving the sums a
+//! lane holds), which leaves lane `l` the total of row `l / 4` in column `l % 4`, and writes it.
+//! `K` is not split for it: its reads are each column's whole run.
+//!
 //! One block per 32 columns is a small grid (32 blocks at `n = 1024`), so the host splits `K`
 //! across more blocks as it does for the tile kernels ([`split_k`](crate::production::split_k)),
 //! in slices of at least [`SLICE`] rows of `B`: one quad for each thread down `K`. Two blocks
@@ -65,8 +76,22 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 2,
     k_slices: Some(SLICE),
     shapes: Shapes::FewRows(FEW),
+    reads_b_transposed: false,
     // Every architecture: as the vector kernel.
     ..crate::production::vector::SPEC
+};
+
+/// Launch configuration of [`sgemm_few_rows_nt`](self): [`SPEC`]'s blocks and grid on a
+/// column-major `B` read as it lies ([`KernelSpec::reads_b_transposed`]), `K` not split.
+pub const NT_SPEC: KernelSpec = KernelSpec {
+    name: "few_rows_nt",
+    entry: "sgemm_few_rows_nt",
+    vec4_entry: Some("sgemm_few_rows_nt_vec4"),
+    summary: "products with at most 8 rows of C over a column-major B, a warp down K per 4 columns",
+    smem_bytes: 0,
+    k_slices: None,
+    reads_b_transposed: true,
+    ..SPEC
 };
 
 /// Launch configuration of the tall variant, [`sgemm_few_rows_tall`](self): the same blocks
@@ -79,6 +104,7 @@ pub const TALL_SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_few_rows_tall_vec4"),
     summary: "few_rows over rows of tiles of 8, for products a little taller than 8 rows",
     shapes: Shapes::Any,
+    reads_b_transposed: false,
     ..SPEC
 };
 
@@ -289,6 +315,169 @@ mod device_code {
             let col = strip * LANES + tx;
             write_c(partials, rows, col, GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc });
         }
+    }
+
+    /// Columns of `C` a warp of [`NT_SPEC`](super::NT_SPEC) computes: 4, the block's 32 over
+    /// its 8 warps.
+    const NT_COLUMNS: u32 = LANES / WARPS;
+
+    /// The sums a lane of [`few_rows_nt`] keeps: row `i`'s products with column `c` of its
+    /// warp's four at `4 i + c`.
+    const NT_SUMS: usize = FEW * NT_COLUMNS as usize;
+
+    /// Adds each of the warp's `NT_SUMS` sums across its 32 lanes and returns lane `lane`'s
+    /// total: sum `lane` of the list. Five rounds, each pairing lanes `offset` apart (16, 8, 4,
+    /// 2, 1) and halving the sums a lane holds: the lane with bit `offset` set keeps the upper
+    /// half of its list, its partner the lower, each adding the other's copy of what it keeps
+    /// (one shuffle a pair of sums). A fixed order, the same on every run.
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it (the shuffles are warp-wide).
+    #[inline(always)]
+    unsafe fn across_lanes(mut sums: [f32; NT_SUMS], lane: u32) -> f32 {
+        const { assert!(NT_SUMS == LANES as usize, "one total a lane") };
+        let mut len = NT_SUMS;
+        let mut offset = LANES / 2;
+        while len > 1 {
+            let half = len / 2;
+            let upper = lane & offset != 0;
+            for i in 0..half {
+                let (keep, send) = if upper { (sums[i + half], sums[i]) } else { (sums[i], sums[i + half]) };
+                // SAFETY: the caller's contract.
+                sums[i] = keep + unsafe { shfl_bfly_f32(send, offset) };
+            }
+            len = half;
+            offset /= 2;
+        }
+        sums[0]
+    }
+
+    /// The end of [`few_rows_nt`]'s entries: the warp's totals ([`across_lanes`]), lane `l`
+    /// writing row `l / 4` of column `first + l % 4` where both are inside `C`.
+    ///
+    /// # Safety
+    /// Every lane of the warp calls it; `c` is `C` (`ldc`), `rows` and `n` its extent.
+    #[inline(always)]
+    unsafe fn write_nt(sums: [f32; NT_SUMS], first: u32, rows: usize, args: &GemmArgs) {
+        let lane = thread_x();
+        // SAFETY: the caller's contract; the element written is inside C (row < rows <= m,
+        // col < n).
+        unsafe {
+            let total = across_lanes(sums, lane);
+            let (row, col) = (lane / NT_COLUMNS, first + lane % NT_COLUMNS);
+            if (row as usize) < rows && col < args.n {
+                update_c(args.c.add(offset(row, col, args.ldc)), args.alpha, total, args.beta);
+            }
+        }
+    }
+
+    /// The GEMM contract for `m <= FEW` with a column-major `B` of leading dimension `ldb`
+    /// (element `(p, j)` at `b[j * ldb + p]`), launched with [`NT_SPEC`]: warp `ty` computes
+    /// columns `32 * blockIdx.x + 4 ty ..` (four), its lanes taking `p = lane, lane + 32, ...`,
+    /// `AHEAD` of them a trip with their loads in flight together.
+    unsafe fn few_rows_nt<const AHEAD: usize>(args: GemmArgs) {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
+        let (lane, warp) = (thread_x(), thread_y());
+        let first = block_x() * LANES + warp * NT_COLUMNS;
+        let rows = (m as usize).min(FEW);
+        let mut sums = [0.0f32; NT_SUMS];
+        // SAFETY: every read is guarded to A's m x k and B's k x n (i < m, j < n, p < k); every
+        // lane reaches the shuffles.
+        unsafe {
+            let column = |c: u32, p: u32| -> f32 {
+                let j = first + c;
+                if j < n { ld_global_cs_f32(b.add(offset(j, p, ldb))) } else { 0.0 }
+            };
+            let row =
+                |i: usize, p: u32| -> f32 { if i < rows { *a.add(offset(i as u32, p, lda)) } else { 0.0 } };
+            let multiply = |sums: &mut [f32; NT_SUMS], bs: &[f32; NT_COLUMNS as usize], p: u32| {
+                for i in 0..FEW {
+                    let av = row(i, p);
+                    for (c, &bv) in bs.iter().enumerate() {
+                        sums[i * NT_COLUMNS as usize + c] = fma(av, bv, sums[i * NT_COLUMNS as usize + c]);
+                    }
+                }
+            };
+            let ahead = AHEAD as u32;
+            let mut p = lane;
+            while p + (ahead - 1) * LANES < k {
+                let bs: [[f32; NT_COLUMNS as usize]; AHEAD] = core::array::from_fn(|s| {
+                    core::array::from_fn(|c| column(c as u32, p + s as u32 * LANES))
+                });
+                for (s, bs) in bs.iter().enumerate() {
+                    multiply(&mut sums, bs, p + s as u32 * LANES);
+                }
+                p += ahead * LANES;
+            }
+            while p < k {
+                let bs: [f32; NT_COLUMNS as usize] = core::array::from_fn(|c| column(c as u32, p));
+                multiply(&mut sums, &bs, p);
+                p += LANES;
+            }
+            write_nt(sums, first, rows, &args);
+        }
+    }
+
+    /// [`few_rows_nt`] with 16-byte loads of `A` and `B`: lane `lane` takes the four values of
+    /// `K` from `4 lane`, then every 128 on, two such runs a trip.
+    ///
+    /// # Safety
+    /// As [`few_rows_nt`], and `a` and `b` 16-byte aligned with `k`, `lda` and `ldb` multiples
+    /// of 4.
+    unsafe fn few_rows_nt_vec4(args: GemmArgs) {
+        let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
+        let (lane, warp) = (thread_x(), thread_y());
+        let first = block_x() * LANES + warp * NT_COLUMNS;
+        let rows = (m as usize).min(FEW);
+        let (quads, step) = (k / 4, LANES);
+        let mut sums = [0.0f32; NT_SUMS];
+        // SAFETY: loads are guarded to B's n columns and A's m rows, whole quads of K
+        // (k % 4 == 0); the vectors start 16-byte aligned (aligned bases, leading dimensions
+        // multiples of 4). Every lane reaches the shuffles.
+        unsafe {
+            let columns = |q: u32| -> [F32x4; NT_COLUMNS as usize] {
+                core::array::from_fn(|c| {
+                    let j = first + c as u32;
+                    ld_global_cs_v4_f32(b.wrapping_add(offset(j, 4 * q, ldb)), j < n)
+                })
+            };
+            let multiply = |sums: &mut [f32; NT_SUMS], q: u32, bs: &[F32x4; NT_COLUMNS as usize]| {
+                for i in 0..FEW {
+                    let av = ld_global_nc_v4_f32(a.wrapping_add(offset(i as u32, 4 * q, lda)), i < rows);
+                    for (c, bv) in bs.iter().enumerate() {
+                        let sum = &mut sums[i * NT_COLUMNS as usize + c];
+                        for (&a_p, &b_p) in av.0.iter().zip(&bv.0) {
+                            *sum = fma(a_p, b_p, *sum);
+                        }
+                    }
+                }
+            };
+            let mut q = lane;
+            while q + step < quads {
+                let (first_run, second_run) = (columns(q), columns(q + step));
+                multiply(&mut sums, q, &first_run);
+                multiply(&mut sums, q + step, &second_run);
+                q += 2 * step;
+            }
+            if q < quads {
+                let only = columns(q);
+                multiply(&mut sums, q, &only);
+            }
+            write_nt(sums, first, rows, &args);
+        }
+    }
+
+    gemm_entry! { production:
+        /// Products with a few rows of `C` over a column-major `B`: [`few_rows_nt`]'s entry
+        /// point.
+        sgemm_few_rows_nt => few_rows_nt::<4>
+    }
+
+    gemm_entry! { production:
+        /// [`few_rows_nt`] with 16-byte loads (the host launches it only when `a` and `b` are
+        /// 16-byte aligned and `lda`, `ldb`, `k` multiples of 4): [`few_rows_nt_vec4`]'s entry
+        /// point.
+        sgemm_few_rows_nt_vec4 => few_rows_nt_vec4
     }
 
     gemm_entry! { production:

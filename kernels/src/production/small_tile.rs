@@ -47,6 +47,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,
+    reads_b_transposed: false,
 };
 
 const _: () = assert!(

@@ -78,6 +78,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Production,
     shapes: Shapes::Vector,
+    reads_b_transposed: false,
 };
 
 /// Rows per block of [`COLUMN_SPEC`].
