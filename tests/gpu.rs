@@ -44,6 +44,10 @@ fn every_kernel_is_resident_as_its_launch_bounds_promise() {
     let kernel = gpu.chosen_for_host(1, &a, &b_t, &MatRef::new(&data, 8, 1024, 1024));
     assert_eq!(kernel.spec.name, "few_rows_nt");
     kernels.push(kernel);
+    let a16 = MatRef::new(&data, 16, 1024, 1024);
+    let kernel = gpu.chosen_for_host(1, &a16, &b_t, &MatRef::new(&data, 16, 1024, 1024));
+    assert_eq!(kernel.spec.name, "few_rows_nt_tall");
+    kernels.push(kernel);
     for (k, name) in [(8, "vector_narrow"), (17, "vector_staged"), (40, "vector_staged")] {
         let kernel = gpu.chosen_for(Layout::RowMajor, 1, 100_003, 1, k);
         assert_eq!(kernel.spec.name, name);
@@ -304,7 +308,7 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
 
 #[test]
 fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
-    // `few_rows_nt`: `B` stored transposed (or `A`, with a column-major `C`, whose row-major
+    // `few_rows_nt` (and its tall variant, 9 to 16 rows): `B` stored transposed (or `A`, with a column-major `C`, whose row-major
     // problem is `C^T = op(B)^T op(A)^T`), with 16-byte loads (aligned, `k` and `ldb` multiples
     // of 4, any `n`) and 4-byte ones (odd `k`, padded leading dimensions), a partial last
     // block, rows 1 to 8, beta = 0 over NaN and beta != 0.
@@ -316,6 +320,10 @@ fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
         (MatRef::new(&data, m, k, k), MatRef::new(&data, n, k, k).t(), MatRef::new(&out, m, n, n));
     assert_eq!(gpu.chosen_for_host(1, &a, &b_t, &c).spec.name, "few_rows_nt");
     assert_eq!(gpu.chosen_for_host(1, &a, &MatRef::new(&data, k, n, n), &c).spec.name, "few_rows");
+    // 9 to 16 rows over a B that fits the L2: the tall variant.
+    let (a16, b16_t) = (MatRef::new(&data, 16, 1024, 1024), MatRef::new(&data, 2048, 1024, 1024).t());
+    let c16 = MatRef::new(&out, 16, 2048, 2048);
+    assert_eq!(gpu.chosen_for_host(1, &a16, &b16_t, &c16).spec.name, "few_rows_nt_tall");
     let cases = [
         check::Case::new(8, 4096, 4096, 1.0, 0.0, 0).with(check::COMBOS[2]),
         check::Case::new(5, 1001, 4096, 0.5, 1.5, 0).with(check::COMBOS[2]),
@@ -324,6 +332,8 @@ fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
         check::Case::new(1, 300, 37, 1.0, 0.0, 0).with(check::COMBOS[2]),
         check::Case::new(4099, 6, 2000, 1.5, 0.0, 0).with(check::COMBOS[5]),
         check::Case::new(2001, 7, 129, 1.0, 1.0, 1).with(check::COMBOS[7]),
+        check::Case::new(16, 2048, 1024, 1.0, 0.0, 0).with(check::COMBOS[2]),
+        check::Case::new(13, 1004, 1000, 0.5, 1.5, 0).with(check::COMBOS[3]),
     ];
     for precision in [Precision::Accurate, Precision::Strict] {
         assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));

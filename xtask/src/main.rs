@@ -192,6 +192,7 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
         &few_rows::SPEC,
         &few_rows::TALL_SPEC,
         &few_rows::NT_SPEC,
+        &few_rows::NT_TALL_SPEC,
         &scale::SPEC,
         &transpose::SPEC,
         &pad::SPEC,

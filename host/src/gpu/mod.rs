@@ -193,8 +193,9 @@ struct Loaded {
     few_rows: GpuKernel,
     /// Its tall variant, for single products of at most [`TALL_ROWS`] rows.
     few_rows_tall: GpuKernel,
-    /// Its variant over a column-major `B`, read as it lies.
+    /// Its variants over a column-major `B`, read as it lies.
     few_rows_nt: GpuKernel,
+    few_rows_nt_tall: GpuKernel,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -335,6 +336,7 @@ impl Gpu {
         let few_rows = load(few_rows::SPEC)?;
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let few_rows_nt = load(few_rows::NT_SPEC)?;
+        let few_rows_nt_tall = load(few_rows::NT_TALL_SPEC)?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -381,6 +383,7 @@ impl Gpu {
             few_rows,
             few_rows_tall,
             few_rows_nt,
+            few_rows_nt_tall,
             scale_c,
             transpose,
             pad,
@@ -539,8 +542,8 @@ impl Gpu {
     /// `C`'s own, except for a matrix-vector product whose matrix is stored transposed: its
     /// vector `C` reads the same in the other layout, in which the product is the transposed
     /// one and reads the matrix as it lies (no copy of it is made). Where that choice is
-    /// `few_rows` and the row-major problem's `B` is column-major, its variant that reads such a
-    /// `B` as it lies (`few_rows_nt`).
+    /// `few_rows` (or its tall variant) and the row-major problem's `B` is column-major, its
+    /// variant that reads such a `B` as it lies (`few_rows_nt`, `few_rows_nt_tall`).
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -567,11 +570,21 @@ impl Gpu {
             Layout::RowMajor => b.layout(),
             Layout::ColMajor => a.layout().flip(),
         };
-        if std::ptr::eq(kernel, &self.loaded.few_rows) && b_layout == Layout::ColMajor {
-            &self.loaded.few_rows_nt
-        } else {
-            kernel
+        match self.reading_b(kernel, b_layout) {
+            Some(variant) => variant,
+            None => kernel,
         }
+    }
+
+    /// The variant of a few-rows kernel (`few_rows`, its tall variant, or theirs that read `B`
+    /// column-major) that reads a `B` stored in `layout` as it lies, `None` for other kernels.
+    fn reading_b(&self, kernel: &GpuKernel, layout: Layout) -> Option<&GpuKernel> {
+        let loaded = &self.loaded;
+        let pairs =
+            [(&loaded.few_rows, &loaded.few_rows_nt), (&loaded.few_rows_tall, &loaded.few_rows_nt_tall)];
+        let (rows, columns) =
+            pairs.into_iter().find(|(r, c)| std::ptr::eq(kernel, *r) || std::ptr::eq(kernel, *c))?;
+        Some(if layout == Layout::ColMajor { columns } else { rows })
     }
 
     /// [`chosen_for`](Self::chosen_for).
@@ -728,10 +741,9 @@ impl Gpu {
         let (a, b) = (relaid(a, Layout::RowMajor), relaid(b, Layout::RowMajor));
         // A kernel that reads B column-major takes no other: a row-major B goes to the one that
         // reads it row-major.
-        let kernel = if kernel.spec.reads_b_transposed && b.layout() == Layout::RowMajor {
-            &self.loaded.few_rows
-        } else {
-            kernel
+        let kernel = match self.reading_b(kernel, b.layout()) {
+            Some(variant) if kernel.spec.reads_b_transposed => variant,
+            _ => kernel,
         };
         let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
         let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
@@ -1615,6 +1627,7 @@ mod tests {
             &few_rows::SPEC,
             &few_rows::TALL_SPEC,
             &few_rows::NT_SPEC,
+            &few_rows::NT_TALL_SPEC,
         ]))
         .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
         .collect();

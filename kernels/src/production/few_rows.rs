@@ -94,6 +94,18 @@ pub const NT_SPEC: KernelSpec = KernelSpec {
     ..SPEC
 };
 
+/// Launch configuration of [`sgemm_few_rows_nt_tall`](self): [`NT_SPEC`] over rows of tiles, as
+/// [`TALL_SPEC`] is [`SPEC`] over them.
+pub const NT_TALL_SPEC: KernelSpec = KernelSpec {
+    name: "few_rows_nt_tall",
+    entry: "sgemm_few_rows_nt_tall",
+    vec4_entry: Some("sgemm_few_rows_nt_tall_vec4"),
+    summary: "few_rows_nt over rows of tiles of 8, for products a little taller than 8 rows",
+    shapes: Shapes::Any,
+    reads_b_transposed: true,
+    ..NT_SPEC
+};
+
 /// Launch configuration of the tall variant, [`sgemm_few_rows_tall`](self): the same blocks
 /// over `m / FEW` rows of tiles, for products a little taller than [`FEW`] rows. The rows of
 /// tiles of one strip read the same `B`; when the grid is one wave they run together, and `B`
@@ -371,11 +383,13 @@ mod device_code {
         }
     }
 
-    /// The GEMM contract for `m <= FEW` with a column-major `B` of leading dimension `ldb`
-    /// (element `(p, j)` at `b[j * ldb + p]`), launched with [`NT_SPEC`]: warp `ty` computes
-    /// columns `32 * blockIdx.x + 4 ty ..` (four), its lanes taking `p = lane, lane + 32, ...`,
-    /// `AHEAD` of them a trip with their loads in flight together.
-    unsafe fn few_rows_nt<const AHEAD: usize>(args: GemmArgs) {
+    /// The GEMM contract with a column-major `B` of leading dimension `ldb` (element `(p, j)` at
+    /// `b[j * ldb + p]`), launched with [`NT_SPEC`] for `m <= FEW` or with
+    /// [`NT_TALL_SPEC`](super::NT_TALL_SPEC) (`TALL`) for any `m`: warp `ty` computes columns
+    /// `32 * blockIdx.x + 4 ty ..` (four) of its row of tiles, its lanes taking `p = lane,
+    /// lane + 32, ...`, `AHEAD` of them a trip with their loads in flight together.
+    unsafe fn few_rows_nt<const TALL: bool, const AHEAD: usize>(args: GemmArgs) {
+        let args = place::<TALL>(args);
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
         let (lane, warp) = (thread_x(), thread_y());
         let first = block_x() * LANES + warp * NT_COLUMNS;
@@ -386,7 +400,7 @@ mod device_code {
         unsafe {
             let column = |c: u32, p: u32| -> f32 {
                 let j = first + c;
-                if j < n { ld_global_cs_f32(b.add(offset(j, p, ldb))) } else { 0.0 }
+                if j < n { load_b::<TALL>(b.add(offset(j, p, ldb))) } else { 0.0 }
             };
             let row =
                 |i: usize, p: u32| -> f32 { if i < rows { *a.add(offset(i as u32, p, lda)) } else { 0.0 } };
@@ -424,7 +438,8 @@ mod device_code {
     /// # Safety
     /// As [`few_rows_nt`], and `a` and `b` 16-byte aligned with `k`, `lda` and `ldb` multiples
     /// of 4.
-    unsafe fn few_rows_nt_vec4(args: GemmArgs) {
+    unsafe fn few_rows_nt_vec4<const TALL: bool>(args: GemmArgs) {
+        let args = place::<TALL>(args);
         let GemmArgs { m, n, k, a, lda, b, ldb, .. } = args;
         let (lane, warp) = (thread_x(), thread_y());
         let first = block_x() * LANES + warp * NT_COLUMNS;
@@ -438,7 +453,7 @@ mod device_code {
             let columns = |q: u32| -> [F32x4; NT_COLUMNS as usize] {
                 core::array::from_fn(|c| {
                     let j = first + c as u32;
-                    ld_global_cs_v4_f32(b.wrapping_add(offset(j, 4 * q, ldb)), j < n)
+                    load_b4::<TALL>(b.wrapping_add(offset(j, 4 * q, ldb)), j < n)
                 })
             };
             let multiply = |sums: &mut [f32; NT_SUMS], q: u32, bs: &[F32x4; NT_COLUMNS as usize]| {
@@ -470,14 +485,24 @@ mod device_code {
     gemm_entry! { production:
         /// Products with a few rows of `C` over a column-major `B`: [`few_rows_nt`]'s entry
         /// point.
-        sgemm_few_rows_nt => few_rows_nt::<4>
+        sgemm_few_rows_nt => few_rows_nt::<false, 4>
     }
 
     gemm_entry! { production:
         /// [`few_rows_nt`] with 16-byte loads (the host launches it only when `a` and `b` are
         /// 16-byte aligned and `lda`, `ldb`, `k` multiples of 4): [`few_rows_nt_vec4`]'s entry
         /// point.
-        sgemm_few_rows_nt_vec4 => few_rows_nt_vec4
+        sgemm_few_rows_nt_vec4 => few_rows_nt_vec4::<false>
+    }
+
+    gemm_entry! { production:
+        /// [`few_rows_nt`] over rows of tiles: the tall variant's entry point.
+        sgemm_few_rows_nt_tall => few_rows_nt::<true, 4>
+    }
+
+    gemm_entry! { production:
+        /// [`few_rows_nt_vec4`] over rows of tiles (the conditions of `sgemm_few_rows_nt_vec4`).
+        sgemm_few_rows_nt_tall_vec4 => few_rows_nt_vec4::<true>
     }
 
     gemm_entry! { production:
