@@ -308,7 +308,7 @@ fn narrow_shapes_pass_on_the_kernels_made_for_them() {
 
 #[test]
 fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
-    // `few_rows_nt` (and its tall variant, 9 to 16 rows): `B` stored transposed (or `A`, with a column-major `C`, whose row-major
+    // `few_rows_nt` (and its tall variant, 9 to 32 rows): `B` stored transposed (or `A`, with a column-major `C`, whose row-major
     // problem is `C^T = op(B)^T op(A)^T`), with 16-byte loads (aligned, `k` and `ldb` multiples
     // of 4, any `n`) and 4-byte ones (odd `k`, padded leading dimensions), a partial last
     // block, rows 1 to 8, beta = 0 over NaN and beta != 0.
@@ -320,10 +320,13 @@ fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
         (MatRef::new(&data, m, k, k), MatRef::new(&data, n, k, k).t(), MatRef::new(&out, m, n, n));
     assert_eq!(gpu.chosen_for_host(1, &a, &b_t, &c).spec.name, "few_rows_nt");
     assert_eq!(gpu.chosen_for_host(1, &a, &MatRef::new(&data, k, n, n), &c).spec.name, "few_rows");
-    // 9 to 16 rows over a B that fits the L2: the tall variant.
+    // 9 to 32 rows: the tall variant, whether B fits the L2 or not.
     let (a16, b16_t) = (MatRef::new(&data, 16, 1024, 1024), MatRef::new(&data, 2048, 1024, 1024).t());
     let c16 = MatRef::new(&out, 16, 2048, 2048);
     assert_eq!(gpu.chosen_for_host(1, &a16, &b16_t, &c16).spec.name, "few_rows_nt_tall");
+    let (a32, c32) = (MatRef::new(&data, 32, k, k), MatRef::new(&out, 32, 64, 64));
+    let b32_t = MatRef::new(&data, 64, k, k).t();
+    assert_eq!(gpu.chosen_for_host(1, &a32, &b32_t, &c32).spec.name, "few_rows_nt_tall");
     let cases = [
         check::Case::new(8, 4096, 4096, 1.0, 0.0, 0).with(check::COMBOS[2]),
         check::Case::new(5, 1001, 4096, 0.5, 1.5, 0).with(check::COMBOS[2]),
@@ -334,6 +337,8 @@ fn few_rows_over_a_column_major_b_read_it_as_it_lies() {
         check::Case::new(2001, 7, 129, 1.0, 1.0, 1).with(check::COMBOS[7]),
         check::Case::new(16, 2048, 1024, 1.0, 0.0, 0).with(check::COMBOS[2]),
         check::Case::new(13, 1004, 1000, 0.5, 1.5, 0).with(check::COMBOS[3]),
+        check::Case::new(29, 3001, 2003, 1.0, 0.5, 0).with(check::COMBOS[2]),
+        check::Case::new(3001, 32, 2048, 1.0, 0.0, 1).with(check::COMBOS[5]),
     ];
     for precision in [Precision::Accurate, Precision::Strict] {
         assert_cases_pass(&gpu.clone().with_precision(precision), &cases, &format!("{precision:?}"));

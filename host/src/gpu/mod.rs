@@ -257,6 +257,12 @@ pub const SMALL_K: usize = warpgroup::BK as usize - 1;
 /// tiles in `docs/performance-notes.md`).
 pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 
+/// The most rows of a single product over a column-major `B` (the row-major problem's) that
+/// `few_rows_nt_tall` computes, wherever `B` lies: each row of tiles reads `B` once more, four
+/// passes at most, against the two of a transposed copy before a tile kernel's own (measured:
+/// `docs/performance-notes.md`).
+pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
+
 /// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
 /// `vector` rather than `few_rows`: with that many slices its blocks of 32 threads an output
 /// outread `few_rows`'s 8 (`docs/performance-notes.md`); on a shallower `K` `few_rows`, whose
@@ -541,9 +547,10 @@ impl Gpu {
     /// [`chosen_for`](Self::chosen_for) of `C` in the layout the call computes it in. That is
     /// `C`'s own, except for a matrix-vector product whose matrix is stored transposed: its
     /// vector `C` reads the same in the other layout, in which the product is the transposed
-    /// one and reads the matrix as it lies (no copy of it is made). Where that choice is
-    /// `few_rows` (or its tall variant) and the row-major problem's `B` is column-major, its
-    /// variant that reads such a `B` as it lies (`few_rows_nt`, `few_rows_nt_tall`).
+    /// one and reads the matrix as it lies (no copy of it is made). Where the row-major
+    /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
+    /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for a single
+    /// product of more rows, up to [`NT_TALL_ROWS`].
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -570,6 +577,14 @@ impl Gpu {
             Layout::RowMajor => b.layout(),
             Layout::ColMajor => a.layout().flip(),
         };
+        let (m, _) = row_major_shape(layout, rows, cols);
+        if self.kernel.is_none()
+            && batch == 1
+            && b_layout == Layout::ColMajor
+            && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
+        {
+            return &self.loaded.few_rows_nt_tall;
+        }
         match self.reading_b(kernel, b_layout) {
             Some(variant) => variant,
             None => kernel,
