@@ -51,6 +51,13 @@ fn axpy_block() -> usize {
     (half / LINE_FLOATS).max(1) * LINE_FLOATS
 }
 
+/// The most groups of [`dot_head_group`] heads in the `dot` form over a column-major `B` (rows
+/// of `C`): each group reads `X` (`B^T`) again, from L3, where the packed path copies `B` once and
+/// reads the copy from L2 for each panel of rows. Two groups ran faster than the packed path on
+/// the Zen 5 with either instruction set, three and four level or slower
+/// (`docs/performance-notes.md`).
+const DOT_GROUPS: usize = 2;
+
 /// Rows of `X` against the vector at once in the `dot` form: `2 * DOT_ROWS` accumulators and
 /// two vectors of `v`, within the 16 registers of AVX2.
 const DOT_ROWS: usize = 4;
@@ -156,8 +163,8 @@ pub struct Vector {
     /// The most rows or columns of `C` of a product computed here in any layout
     /// ([`head_group`]).
     pub few_rows: usize,
-    /// The most rows of `C` of a product computed here over a column-major `B`
-    /// ([`dot_head_group`]).
+    /// The most rows of `C` of a product computed here over a column-major `B`: [`DOT_GROUPS`]
+    /// groups of [`dot_head_group`].
     pub dot_rows: usize,
 }
 
@@ -443,13 +450,40 @@ unsafe fn update(g: &Gemv, h: usize, i: usize, sum: f32, beta: f32) {
 }
 
 /// `out[range] = alpha * X v + beta * out[range]` in the `dot` form (`v_stride == 1`), for every
-/// head: up to [`head_group`] heads [`DOT_ROWS`] rows of `X` at a time (then one), up to
-/// [`dot_head_group`] [`dot_blocked`], each head alone beyond.
+/// head, in groups of at most [`dot_head_group`] heads ([`dot_group`]; each group reads `X`).
 ///
 /// # Safety
 /// As [`FormFn`].
 #[inline(always)]
 unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
+    let wide = dot_head_group::<S>();
+    if g.heads <= wide || wide < 3 {
+        // SAFETY: the caller's promise.
+        return unsafe { dot_group::<S>(g, range) };
+    }
+    for h0 in (0..g.heads).step_by(wide) {
+        // SAFETY: heads h0.. are in range (the caller's promise).
+        let group = unsafe {
+            Gemv {
+                heads: wide.min(g.heads - h0),
+                v: g.v.add(h0 * g.v_head),
+                out: g.out.add(h0 * g.out_head),
+                ..*g
+            }
+        };
+        // SAFETY: as above, for those heads.
+        unsafe { dot_group::<S>(&group, range.clone()) };
+    }
+}
+
+/// [`dot`] for one group of heads: up to [`head_group`] heads [`DOT_ROWS`] rows of `X` at a time
+/// (then one), up to [`dot_head_group`] [`dot_blocked`], each head alone beyond (where
+/// [`dot_head_group`] is below 3 and [`dot`] does not group them).
+///
+/// # Safety
+/// As [`FormFn`].
+#[inline(always)]
+unsafe fn dot_group<S: Simd>(g: &Gemv, range: Range<usize>) {
     let (group, wide) = (head_group::<S>(), dot_head_group::<S>());
     // SAFETY: the caller's promise, for all the heads or for head h.
     unsafe {
@@ -654,7 +688,7 @@ macro_rules! vector {
                 axpy: axpy_fn,
                 dot: dot_fn,
                 few_rows: head_group::<$simd>(),
-                dot_rows: dot_head_group::<$simd>(),
+                dot_rows: DOT_GROUPS * dot_head_group::<$simd>(),
             }
         };
     };
@@ -739,11 +773,15 @@ mod tests {
             (1000, 4, 13),
             (37, 4, 1),
             // Up to 8 rows over a column-major B: blocks of K (one, several, a partial vector)
-            // over runs of rows of X (one, several, a pair cut short).
+            // over runs of rows of X (one, several, a pair cut short); up to 16 in two groups
+            // of heads (a full and a partial second group).
             (5, 70, 33),
             (8, 301, 4000),
             (7, 600, 1),
             (6, 257, 777),
+            (16, 301, 1000),
+            (11, 70, 33),
+            (13, 600, 4001),
         ];
         for (name, kernel) in kernels() {
             for (m, n, k) in shapes {
