@@ -49,7 +49,7 @@ pub(crate) trait View: Sized {
 /// elements in the other layout: one row or one column whose elements lie next to each other
 /// (a row of a row-major matrix, a column of a column-major one, or either with `ld == 1`).
 fn either_layout(layout: Layout, (rows, cols, ld): (usize, usize, usize)) -> bool {
-    let (lines, line) = (layout.extents(rows, cols).1, layout.extents(rows, cols).0);
+    let (line, lines) = layout.extents(rows, cols);
     lines <= 1 || (line == 1 && ld == 1)
 }
 
