@@ -537,7 +537,10 @@ impl Gpu {
     ///   [`TINY_TILE_KERNEL`] (on 32 x 32 tiles); under [`Precision::Strict`] one of the last
     ///   three.
     ///
-    /// Every choice meets its policy's contract (the `f32` FMA kernels meet both).
+    /// Every choice meets its policy's contract (the `f32` FMA kernels meet both). This is the
+    /// choice for operands the kernels read as they lie (row-major in the row-major problem);
+    /// where they are stored transposed, [`chosen_for_views`](Self::chosen_for_views) gives the
+    /// kernel a call runs.
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
         self.chosen_by_shape(layout, batch, m, n, k)
     }
