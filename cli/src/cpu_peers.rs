@@ -119,8 +119,9 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) 
     let (m, n, k) = (a.rows, b.cols, a.cols);
     assert!(c.len() >= m * n);
     let parallelism = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
-    let (a_rs, a_cs) = strides(a);
-    let (b_rs, b_cs) = strides(b);
+    // The views' distances between rows and between columns, as the crate takes them.
+    let strides = |x: &MatRef| (x.strides().0 as isize, x.strides().1 as isize);
+    let ((a_rs, a_cs), (b_rs, b_cs)) = (strides(a), strides(b));
     // SAFETY: every pointer and stride describes a matrix inside its slice.
     unsafe {
         gemm::gemm(
@@ -144,15 +145,6 @@ fn gemm_crate(threads: usize, a: &MatRef, b: &MatRef, beta: f32, c: &mut [f32]) 
             false,
             parallelism,
         );
-    }
-}
-
-/// A view's distances between rows and between columns, in elements.
-#[cfg(feature = "cpu-peers")]
-fn strides(x: &MatRef) -> (isize, isize) {
-    match x.layout {
-        sgemm::Layout::RowMajor => (x.ld as isize, 1),
-        sgemm::Layout::ColMajor => (1, x.ld as isize),
     }
 }
 

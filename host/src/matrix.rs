@@ -139,7 +139,7 @@ impl<'a> MatRef<'a> {
     }
 
     /// The distances in `data` between consecutive rows and between consecutive columns.
-    pub(crate) fn strides(&self) -> (usize, usize) {
+    pub fn strides(&self) -> (usize, usize) {
         match self.layout {
             Layout::RowMajor => (self.ld, 1),
             Layout::ColMajor => (1, self.ld),

@@ -64,27 +64,33 @@ pub(crate) fn relaid<V: View>(x: V, layout: Layout) -> V {
     x.described_as(layout, layout.extents(rows, cols).0.max(1))
 }
 
+/// The layouts of `op(A)` and `op(B)` (`a`, `b`) in the row-major problem of a `C` in layout `c`
+/// ([`with_row_major_c`]): as they are, or for a column-major `C` those of `op(B)^T` and
+/// `op(A)^T`.
+pub(crate) fn row_major_layouts(c: Layout, a: Layout, b: Layout) -> (Layout, Layout) {
+    match c {
+        Layout::RowMajor => (a, b),
+        Layout::ColMajor => (b.flip(), a.flip()),
+    }
+}
+
 /// The layout to describe `c` in for the product `c = op(A) op(B)` (`a`, `b`: `op(A)`,
 /// `op(B)`): its own, unless it is one row or one column of a matrix-vector product (the
 /// matrix at least 2 x 2) whose matrix the row-major problem ([`with_row_major_c`]) would read
 /// column-major, and `c` reads the same in the other layout ([`either_layout`]). In the other
 /// layout the row-major problem is the transposed one, whose matrix is read as it lies.
 pub(crate) fn vector_c_layout<R: View, W: View>(a: &R, b: &R, c: &W) -> Layout {
-    let (layout, (rows, cols, ld)) = (c.layout(), c.dims());
-    // The row-major problem's m x n and its matrix's layout there (the transpose swaps A and B
-    // and flips their layouts).
-    let (m, n) = row_major_shape(layout, rows, cols);
-    let (first, second) = match layout {
-        Layout::RowMajor => (a.layout(), b.layout()),
-        Layout::ColMajor => (b.layout().flip(), a.layout().flip()),
-    };
+    let (layout, dims) = (c.layout(), c.dims());
+    // The row-major problem's m x n and its matrix's layout there.
+    let (m, n) = row_major_shape(layout, dims.0, dims.1);
+    let (first, second) = row_major_layouts(layout, a.layout(), b.layout());
     let k = a.dims().1;
     let matrix = match (m, n) {
         (m, 1) if m > 1 && k > 1 => first,
         (1, n) if n > 1 && k > 1 => second,
         _ => return layout,
     };
-    if matrix == Layout::ColMajor && either_layout(layout, (rows, cols, ld)) { layout.flip() } else { layout }
+    if matrix == Layout::ColMajor && either_layout(layout, dims) { layout.flip() } else { layout }
 }
 
 /// `(m, n)` of the row-major `C` the kernels compute for a `rows x cols` `C` in `layout`: a

@@ -130,8 +130,8 @@ const DEEP_NARROW_TILES: (usize, usize) = (8, 2);
 
 /// The most rows of register tiles of `C` that [`fits_striped`] takes where the packed path
 /// streams its block of `B` from L3 too: each row of tiles reads the stripes of `B` again, from
-/// L2 or L3; past four, the packed copy paid for itself on the Zen 5
-/// (`docs/performance-notes.md`).
+/// L2 or L3, so past a few rows of tiles the packed copy pays (where:
+/// `docs/performance-notes.md`).
 const STRIPED_ROWS_OF_TILES: usize = 4;
 
 /// The most rows of register tiles of `C` that [`fits_striped`] takes for `uk` on this CPU:

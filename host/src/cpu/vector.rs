@@ -52,10 +52,9 @@ fn axpy_block() -> usize {
 }
 
 /// The most groups of [`dot_head_group`] heads in the `dot` form over a column-major `B` (rows
-/// of `C`): each group reads `X` (`B^T`) again, from L3, where the packed path copies `B` once and
-/// reads the copy from L2 for each panel of rows. Two groups ran faster than the packed path on
-/// the Zen 5 with either instruction set, three and four level or slower
-/// (`docs/performance-notes.md`).
+/// of `C`): each group reads `X` (`B^T`) again from L3, where the packed path copies `B` once and
+/// reads the copy from L2 for each panel of rows, so past a few groups the copy pays (where:
+/// `docs/performance-notes.md`).
 const DOT_GROUPS: usize = 2;
 
 /// Rows of `X` against the vector at once in the `dot` form: `2 * DOT_ROWS` accumulators and
@@ -457,7 +456,7 @@ unsafe fn update(g: &Gemv, h: usize, i: usize, sum: f32, beta: f32) {
 #[inline(always)]
 unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
     let wide = dot_head_group::<S>();
-    if g.heads <= wide || wide < 3 {
+    if g.heads <= wide {
         // SAFETY: the caller's promise.
         return unsafe { dot_group::<S>(g, range) };
     }
@@ -476,12 +475,11 @@ unsafe fn dot<S: Simd>(g: &Gemv, range: Range<usize>) {
     }
 }
 
-/// [`dot`] for one group of heads: up to [`head_group`] heads [`DOT_ROWS`] rows of `X` at a time
-/// (then one), up to [`dot_head_group`] [`dot_blocked`], each head alone beyond (where
-/// [`dot_head_group`] is below 3 and [`dot`] does not group them).
+/// [`dot`] for one group of at most [`dot_head_group`] heads: up to [`head_group`] heads
+/// [`DOT_ROWS`] rows of `X` at a time (then one), more [`dot_blocked`].
 ///
 /// # Safety
-/// As [`FormFn`].
+/// As [`FormFn`], with `g.heads <= dot_head_group::<S>()`.
 #[inline(always)]
 unsafe fn dot_group<S: Simd>(g: &Gemv, range: Range<usize>) {
     let (group, wide) = (head_group::<S>(), dot_head_group::<S>());
@@ -498,7 +496,7 @@ unsafe fn dot_group<S: Simd>(g: &Gemv, range: Range<usize>) {
             6 if wide >= 6 => dot_blocked::<S, 6>(g, range),
             7 if wide >= 7 => dot_blocked::<S, 7>(g, range),
             8 if wide >= 8 => dot_blocked::<S, 8>(g, range),
-            heads => (0..heads).for_each(|h| dot_range::<S, 1>(g, h, range.clone())),
+            heads => unreachable!("{heads} heads in a group of at most {wide}"),
         }
     }
 }
