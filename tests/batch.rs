@@ -225,6 +225,108 @@ fn gpu_batches_of_columns_give_what_their_members_give_alone() {
     }
 }
 
+/// Batches of 9 to 16 rows a member over a `B` stored transposed, which `few_rows_nt_tall`
+/// reads as it lies: every member must give the bits of the same product alone (which the
+/// suites check against the reference), with members of `A` a multiple of 4 floats apart
+/// (16-byte loads where `k` allows) and an odd distance apart, odd depths, a partial last
+/// block of columns, and one `B` for every member (stride 0). A batch too shallow
+/// (`NT_TALL_BATCH_DEPTH`) or too tall (`TALL_ROWS`) goes to the tile kernels, a single product
+/// of that shape does not.
+#[test]
+fn gpu_batches_over_a_column_major_b_give_what_their_members_give_alone() {
+    let Some(gpu) = gpu_or_skip("gpu_batches_over_a_column_major_b_give_what_their_members_give_alone")
+    else {
+        return;
+    };
+    let batch = 5;
+    for (m, k) in [(16, sgemm::gpu::NT_TALL_BATCH_DEPTH - 1), (17, 1000)] {
+        let n = 128;
+        let data = vec![0.0f32; n * k];
+        let (a, b_t) = (MatRef::contiguous(&data, m, k), MatRef::contiguous(&data, n, k).t());
+        let c = MatRef::contiguous(&data, m, n);
+        assert_ne!(gpu.chosen_for_host(batch, &a, &b_t, &c).spec.name, "few_rows_nt_tall");
+        assert_eq!(gpu.chosen_for_host(1, &a, &b_t, &c).spec.name, "few_rows_nt_tall");
+    }
+    let cases =
+        [(16, 300, 128, 0, true), (13, 1001, 167, 1, true), (16, 64, 1000, 4, false), (9, 4099, 83, 3, true)];
+    for (m, n, k, pad, own_b) in cases {
+        let (a_step, b_step, c_step) = (m * k + pad, if own_b { n * k + pad } else { 0 }, m * n);
+        let value = |i: usize| ((i * 7919) % 1999) as f32 / 977.0 - 1.0;
+        let a: Vec<f32> = (0..batch * a_step).map(value).collect();
+        let b: Vec<f32> = (0..(batch - 1) * b_step + n * k).map(|i| value(i + 11)).collect();
+        let c0: Vec<f32> = (0..batch * c_step).map(|i| value(i + 3)).collect();
+        let (a_view, b_t) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, n, k).t());
+        let chosen = gpu.chosen_for_host(batch, &a_view, &b_t, &MatRef::contiguous(&c0, m, n));
+        assert_eq!(chosen.spec.name, "few_rows_nt_tall", "{m}x{n}x{k}");
+        let mut c = c0.clone();
+        gpu.gemm_strided(
+            batch,
+            0.75,
+            &Strided::new(a_view, a_step),
+            &Strided::new(b_t, b_step),
+            0.5,
+            &mut Strided::new(MatMut::contiguous(&mut c, m, n), c_step),
+        )
+        .unwrap();
+        for z in 0..batch {
+            let mut alone = c0[z * c_step..(z + 1) * c_step].to_vec();
+            gpu.gemm(
+                0.75,
+                &MatRef::contiguous(&a[z * a_step..], m, k),
+                &MatRef::contiguous(&b[z * b_step..], n, k).t(),
+                0.5,
+                &mut MatMut::contiguous(&mut alone, m, n),
+            )
+            .unwrap();
+            for (i, want) in alone.iter().enumerate() {
+                let got = c[z * c_step + i];
+                assert_eq!(got.to_bits(), want.to_bits(), "{m}x{n}x{k}: member {z}, element {i}");
+            }
+        }
+    }
+}
+
+/// A batch whose transposed copies would not fit the buffers a handle keeps for them (128 MB an
+/// operand) runs in runs of members: every member, those on either side of a run's end among
+/// them, must give the bits of the same product alone on the same kernel.
+#[test]
+fn gpu_batches_larger_than_the_kept_copies_give_what_their_members_give_alone() {
+    let Some(gpu) = gpu_or_skip("gpu_batches_larger_than_the_kept_copies_give_what_their_members_give_alone")
+    else {
+        return;
+    };
+    let gpu = gpu.with_kernel("small_tile").unwrap().with_k_slices(Some(1)).unwrap();
+    // 260 members of a 130 x 1030 A^T: 139 MB of copies, a run of 250 members and one of 10.
+    let (batch, m, n, k) = (260, 130, 24, 1030);
+    let value = |i: usize| ((i * 7919) % 1999) as f32 / 977.0 - 1.0;
+    let a: Vec<f32> = (0..batch * m * k).map(value).collect();
+    let b: Vec<f32> = (0..batch * k * n).map(|i| value(i + 11)).collect();
+    let mut c = vec![f32::NAN; batch * m * n];
+    gpu.gemm_strided(
+        batch,
+        1.0,
+        &Strided::new(MatRef::contiguous(&a, k, m).t(), m * k),
+        &Strided::new(MatRef::contiguous(&b, n, k).t(), k * n),
+        0.0,
+        &mut Strided::new(MatMut::contiguous(&mut c, m, n), m * n),
+    )
+    .unwrap();
+    for z in 0..batch {
+        let mut alone = vec![f32::NAN; m * n];
+        gpu.gemm(
+            1.0,
+            &MatRef::contiguous(&a[z * m * k..], k, m).t(),
+            &MatRef::contiguous(&b[z * k * n..], n, k).t(),
+            0.0,
+            &mut MatMut::contiguous(&mut alone, m, n),
+        )
+        .unwrap();
+        for (i, want) in alone.iter().enumerate() {
+            assert_eq!(c[z * m * n + i].to_bits(), want.to_bits(), "member {z}, element {i}");
+        }
+    }
+}
+
 /// Batches with more member tiles than the GPU holds at once, on `specialized`, which then
 /// computes several members per block in turn: every member must give the bits of the same
 /// product alone, including members whose values are outside the window (one with huge

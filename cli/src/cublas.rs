@@ -82,8 +82,7 @@ impl Cublas {
         }
         // The span of the last member, from the first element: what each buffer must hold.
         let last = |step: usize, layout: Layout, rows: usize, cols: usize, ld: usize| {
-            let (line, lines) = layout.extents(rows, cols);
-            let span = if line == 0 || lines == 0 { 0 } else { (lines - 1) * ld + line };
+            let span = sgemm::matrix::span(layout, rows, cols, ld);
             (batch.max(1) - 1).checked_mul(step).and_then(|s| s.checked_add(span)).unwrap_or(usize::MAX)
         };
         if a.buffer().len() < last(a_step, a.layout(), a.rows(), a.cols(), a.ld())

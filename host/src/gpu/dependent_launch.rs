@@ -7,7 +7,9 @@
 //! at `griddepcontrol.wait` until the first kernel has completed and its writes are visible.
 //! The split-K reduction is such a kernel ([`split_k`](sgemm_kernels::production::split_k)):
 //! the GEMM of the slices writes the partials, the reduction waits for them before it reads
-//! one (what that saves: `docs/performance-notes.md`).
+//! one. So is every production GEMM kernel after the copies of its operands (transposed or
+//! padded) that a call makes: its entry waits before anything else (what both save:
+//! `docs/performance-notes.md`).
 //!
 //! cudarc's launch builder has no launch attributes, so the launch goes through the driver's
 //! `cuLaunchKernelEx` with the parameters collected here, matrices as device pointers taken
@@ -87,7 +89,8 @@ impl<'p, 'v: 'p> ParamSink<'p> for RawParams<'p, 'v> {
 /// As a launch of `function` with `params` (the entry point they were declared for, every
 /// matrix valid for its shape, the output apart from the inputs, `config` the kernel's
 /// geometry), and besides: the device is sm_90 or newer, and `function` executes
-/// `griddepcontrol.wait` before it reads anything the kernels before it on the stream write.
+/// `griddepcontrol.wait` before it reads anything the kernels before it on the stream write
+/// and before it writes anything they read.
 pub(super) unsafe fn launch<'p, 'v: 'p, P: PushParams<'p, RawParams<'p, 'v>>>(
     stream: &'p CudaStream,
     function: &CudaFunction,

@@ -180,6 +180,14 @@ impl<'a> DeviceMatRef<'a> {
 
     view_accessors!();
 
+    /// The same matrix `offset` elements further into the buffer: a later member of a batch.
+    /// Requires `offset` plus the matrix's span within the buffer (a checked batch's member).
+    pub(super) fn member(&self, offset: usize) -> DeviceMatRef<'_> {
+        let buf = self.buf.slice(offset..);
+        let aligned = buf.device_ptr(buf.stream()).0.is_multiple_of(16);
+        DeviceMatRef { buf, aligned, ..*self }
+    }
+
     /// The viewed buffer.
     pub fn buffer(&self) -> &CudaView<'a, f32> {
         &self.buf
@@ -201,6 +209,13 @@ impl<'a> DeviceMatMut<'a> {
     }
 
     view_accessors!();
+
+    /// The same matrix `offset` elements further into the buffer, as
+    /// [`DeviceMatRef::member`].
+    pub(super) fn member_mut(&mut self, offset: usize) -> DeviceMatMut<'_> {
+        let (rows, cols, ld, layout) = (self.rows, self.cols, self.ld, self.layout);
+        DeviceMatMut { buf: self.buf.slice_mut(offset..), rows, cols, ld, layout }
+    }
 
     /// The viewed buffer.
     pub fn buffer(&self) -> &CudaViewMut<'a, f32> {

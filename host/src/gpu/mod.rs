@@ -39,7 +39,9 @@ use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module, Padding, Shapes};
 use self::kept::{Kept, Scratch};
 use crate::batch::Strided;
 use crate::matrix::{Layout, MatMut, MatRef, check_shapes};
-use crate::semantics::{View, Work, relaid, row_major_shape, vector_c_layout, with_row_major_c, work};
+use crate::semantics::{
+    View, Work, relaid, row_major_layouts, row_major_shape, vector_c_layout, with_row_major_c, work,
+};
 use crate::{Error, Precision, Result};
 
 /// The embedded kernel modules of one architecture.
@@ -257,11 +259,19 @@ pub const SMALL_K: usize = warpgroup::BK as usize - 1;
 /// tiles in `docs/performance-notes.md`).
 pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 
-/// The most rows of a single product over a column-major `B` (the row-major problem's) that
+/// The most rows of a product over a column-major `B` (the row-major problem's) that
 /// `few_rows_nt_tall` computes, wherever `B` lies: each row of tiles reads `B` once more, four
 /// passes at most, against the two of a transposed copy before a tile kernel's own (measured:
 /// `docs/performance-notes.md`).
 pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
+
+/// The least depth at which a batch of more than one product of at most [`TALL_ROWS`] rows over
+/// a column-major `B` takes `few_rows_nt_tall` (taller batches never do). A single product of
+/// so few rows leaves a tile kernel most of the GPU idle, a batch fills it; and each of the tall
+/// variant's passes over `B` ends in the warp-wide additions of its sums, a fixed cost that
+/// only a deep enough `K`, and few passes, repay against the copy of `B` and the tile kernels
+/// (measured: `docs/performance-notes.md`).
+pub const NT_TALL_BATCH_DEPTH: usize = 80;
 
 /// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
 /// `vector` rather than `few_rows`: with that many slices its blocks of 32 threads an output
@@ -552,8 +562,9 @@ impl Gpu {
     /// vector `C` reads the same in the other layout, in which the product is the transposed
     /// one and reads the matrix as it lies (no copy of it is made). Where the row-major
     /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
-    /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for a single
-    /// product of more rows, up to [`NT_TALL_ROWS`].
+    /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
+    /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough:
+    /// [`NT_TALL_BATCH_DEPTH`]).
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -575,16 +586,12 @@ impl Gpu {
         let ((rows, cols, _), k) = (c.dims(), a.dims().1);
         let layout = vector_c_layout(a, b, c);
         let kernel = self.chosen_by_shape(layout, batch, rows, cols, k);
-        // The row-major problem's B: op(B), or op(A)^T where C is computed as C^T.
-        let b_layout = match layout {
-            Layout::RowMajor => b.layout(),
-            Layout::ColMajor => a.layout().flip(),
-        };
+        let (_, b_layout) = row_major_layouts(layout, a.layout(), b.layout());
         let (m, _) = row_major_shape(layout, rows, cols);
         if self.kernel.is_none()
-            && batch == 1
             && b_layout == Layout::ColMajor
             && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
+            && (batch == 1 || (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH))
         {
             return &self.loaded.few_rows_nt_tall;
         }
@@ -765,7 +772,7 @@ impl Gpu {
         };
         let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
         let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
-        let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
+        let (m, n, k) = (c.rows(), c.cols(), a.cols());
         match work(m, n, k, alpha, beta) {
             Work::Nothing => return Ok(()),
             Work::ScaleC => return self.enqueue_scale_c(beta, batch, c, c_step),
@@ -778,13 +785,64 @@ impl Gpu {
                 kernel.spec.name
             )));
         }
-        let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
         // Operands the kernel cannot read as they are become row-major copies: transposed ones,
         // and, when the kernel's 16-byte entry is to run on padded copies (`pads`), ones whose
         // rows are not a multiple of 4 floats (K then rounded up, the added columns of A and
-        // rows of B zero), in buffers kept between calls (or, too large to keep, freed after
-        // the launches, in stream order).
+        // rows of B zero).
         let pads = pads(kernel.spec.padding, padding_copies((&a, a_step), (&b, b_step), shape), shape);
+        let (k_copy, n_copy) = if pads { (k.next_multiple_of(4), n.next_multiple_of(4)) } else { (k, n) };
+        let a_len = match a_step != 0 && copied(&a, a_step, (m, k_copy), pads) {
+            true => m * k_copy,
+            false => 0,
+        };
+        let b_len = match b_step != 0
+            && !kernel.spec.reads_b_transposed
+            && copied(&b, b_step, (k_copy, n_copy), pads)
+        {
+            true => k_copy * n_copy,
+            false => 0,
+        };
+        // The copies live in buffers kept between calls: a batch whose copies would not fit
+        // them runs in runs of members whose copies do, so that no call maps fresh memory for
+        // them (which costs more than copying a small member's operands). A run of one member
+        // stays a member of a batch (not split along K).
+        let run = match a_len.max(b_len) {
+            0 => batch,
+            len => (KEPT_COPY_BYTES / size_of::<f32>() / len).max(1),
+        };
+        let mut z0 = 0;
+        while z0 < batch {
+            let members = run.min(batch - z0);
+            let a = Strided::new(a.member(z0 * a_step), a_step);
+            let b = Strided::new(b.member(z0 * b_step), b_step);
+            let c = Strided::new(c.member_mut(z0 * c_step), c_step);
+            self.enqueue_run(kernel, (members, batch == 1), alpha, a, b, beta, c, pads)?;
+            z0 += members;
+        }
+        Ok(())
+    }
+
+    /// [`enqueue_members`](Self::enqueue_members) of `batch` members of a row-major `C` whose
+    /// operands' layouts the kernel takes (`B` column-major exactly where it reads it so),
+    /// copying those it cannot read as they are (`pads`: padded to rows of a multiple of 4
+    /// floats) into the buffers kept between calls (or, too large to keep, freed after the
+    /// launches, in stream order). `single`: the call's whole batch is this one product, which
+    /// split-K may cut along `K`.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_run(
+        &self,
+        kernel: &GpuKernel,
+        (batch, single): (usize, bool),
+        alpha: f32,
+        Strided { matrix: a, stride: a_step }: Strided<DeviceMatRef>,
+        Strided { matrix: b, stride: b_step }: Strided<DeviceMatRef>,
+        beta: f32,
+        Strided { matrix: mut c, stride: c_step }: Strided<DeviceMatMut>,
+        pads: bool,
+    ) -> Result<()> {
+        let (m, n, k, ldc) = (c.rows(), c.cols(), a.cols(), c.ld());
+        let shape = (m, n, k);
+        let [m32, n32, ldc32] = to_u32([m, n, ldc], shape, kernel.spec.name)?;
         let to4 = |x: usize| if pads { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
@@ -806,13 +864,16 @@ impl Gpu {
             .as_ref()
             .map_or((b.buf.slice(..), b.ld(), b_step), |(t, step)| (t.buf().as_view(), n_b, *step));
         let [lda32, ldb32] = to_u32([lda, ldb], shape, kernel.spec.name)?;
+        // The product starts while the copies finish (its blocks set up, waiting at their
+        // entry for the copies' writes), where the device has such launches.
+        let dependent = (a_copy.is_some() || b_copy.is_some()) && self.launches_dependents(&kernel.spec);
         // Split-K for a single product whose tiles do not fill the GPU. A batch is not split:
         // its members fill the grid instead, in one launch.
-        if batch == 1 {
+        if single {
             let slices = self.k_slices(kernel, m, n, k);
             if slices > 1 {
                 let (a, b, c) = ((a_buf, lda), (b_buf, ldb, n_b), (c.buf, ldc));
-                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, aligned);
+                return self.split_k(kernel, slices, (m, n, k), alpha, a, b, beta, c, (aligned, dependent));
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
@@ -844,7 +905,8 @@ impl Gpu {
             // the views, scratch copies sized here); no C overlaps another member's C (checked)
             // or an A or B (C is borrowed mutably); the kernel's own geometry, with at most
             // `members_per_block` members a block.
-            unsafe { self.launch(function, launch_config(&kernel.spec, rows, n32, groups), &mut params) }
+            let config = launch_config(&kernel.spec, rows, n32, groups);
+            unsafe { self.launch_gemm(function, config, &mut params, dependent) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The kept copies are released here for the next call, and copies too large to keep
@@ -889,7 +951,8 @@ impl Gpu {
     /// slices`), then the reduction, which adds the partials in order, multiplies the few
     /// leftover columns and updates `C`. A slice is a multiple of 4 deep when the slices load 16
     /// bytes at a time (`k - slices * depth < 4 * slices` columns left over), any depth when
-    /// they load 4 (fewer than `slices` left over).
+    /// they load 4 (fewer than `slices` left over). `dependent`: the slices' launch may start
+    /// before the kernels queued before it complete ([`launch_gemm`](Self::launch_gemm)).
     #[allow(clippy::too_many_arguments)]
     fn split_k(
         &self,
@@ -901,7 +964,7 @@ impl Gpu {
         (b, ldb, b_cols): (CudaView<f32>, usize, usize),
         beta: f32,
         (c, ldc): (CudaViewMut<f32>, usize),
-        aligned: bool,
+        (aligned, dependent): (bool, bool),
     ) -> Result<()> {
         // A multiple of 4 where the slices load 16 bytes at a time, so that their loads stay
         // aligned; any depth for 4-byte loads, leaving the reduction fewer columns.
@@ -941,7 +1004,8 @@ impl Gpu {
         // SAFETY: the slice depth is passed as k; slice z reads columns z*depth.. of A and rows
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
         // the kernel's geometry with z = slices.
-        unsafe { self.launch(function, launch_config(&kernel.spec, m32, n32, slices32), &mut slices_params) }
+        let config = launch_config(&kernel.spec, m32, n32, slices32);
+        unsafe { self.launch_gemm(function, config, &mut slices_params, dependent) }
             .map_err(Error::cuda("launching split_k"))?;
         let (a_tail, b_tail) =
             if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
@@ -1018,10 +1082,10 @@ impl Gpu {
         shape: (usize, usize),
         aligned: bool,
     ) -> Result<Option<(Scratch<'k>, usize)>> {
-        let padded = shape != (x.rows(), x.cols());
-        if x.layout() == Layout::RowMajor && !padded && (!aligned || x.lines_aligned(step)) {
+        if !copied(x, step, shape, aligned) {
             return Ok(None);
         }
+        let padded = shape != (x.rows(), x.cols());
         let kernel = if x.layout() == Layout::RowMajor { "pad" } else { "transpose" };
         let [rows, cols, ld, rows_pad, cols_pad] =
             to_u32([x.rows(), x.cols(), x.ld(), shape.0, shape.1], (x.rows(), x.cols(), 0), kernel)?;
@@ -1111,6 +1175,38 @@ impl Gpu {
         params.push(&mut sink);
         // SAFETY: the caller's contract.
         unsafe { sink.0.launch(config) }.map(drop)
+    }
+
+    /// Queues a GEMM kernel's `function` as [`launch`](Self::launch) does or, with
+    /// `dependent`, as a programmatic dependent launch of the kernel queued before it
+    /// ([`dependent_launch`]).
+    ///
+    /// # Safety
+    /// [`launch`](Self::launch)'s contract, and with `dependent`:
+    /// [`launches_dependents`](Self::launches_dependents) holds for the kernel of `function`.
+    unsafe fn launch_gemm<'p, 'v: 'p>(
+        &'p self,
+        function: &'p CudaFunction,
+        config: LaunchConfig,
+        params: &'p mut GemmParams<CudaView<'v, f32>, CudaViewMut<'v, f32>>,
+        dependent: bool,
+    ) -> Result<(), DriverError> {
+        if dependent {
+            // SAFETY: the caller's contract; the kernel waits at its entry for the kernels
+            // before it (`wait_for_earlier_kernels`) before it reads or writes a matrix.
+            unsafe { dependent_launch::launch(&self.loaded.stream, function, config, params) }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { self.launch(function, config, params) }
+        }
+    }
+
+    /// Whether the GEMM kernel `spec` may be launched as a programmatic dependent of the
+    /// kernels before it: a production kernel (whose entry waits for them first:
+    /// `sgemm_kernels::infra::device::wait_for_earlier_kernels`) from the sm_90a module, on a
+    /// device that has such launches.
+    fn launches_dependents(&self, spec: &KernelSpec) -> bool {
+        spec.module == Module::Production && self.loaded.info.module_arch == "sm_90a"
     }
 
     /// Calls `launch(z0, members, r0, rows)` for consecutive runs of at most 65535 members
@@ -1311,6 +1407,14 @@ fn pads(padding: Padding, copied: usize, (m, n, k): (usize, usize, usize)) -> bo
                     >= u128::from(fixed) + u128::from(per_copied) * copied as u128
         }
     }
+}
+
+/// Whether [`Gpu::readable`] copies `x` (members `step` apart) to a row-major `shape` for a kernel
+/// that reads it row-major, with `aligned` 16-byte aligned rows: when it is column-major, when
+/// `shape` pads it, or when `aligned` asks for rows it does not have.
+fn copied(x: &DeviceMatRef, step: usize, shape: (usize, usize), aligned: bool) -> bool {
+    let padded = shape != (x.rows(), x.cols());
+    x.layout() == Layout::ColMajor || padded || (aligned && !x.lines_aligned(step))
 }
 
 /// The elements of row-major-`C` operands `a` and `b` (`step` apart in a batch) of an `m x n x

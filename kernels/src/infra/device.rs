@@ -502,6 +502,17 @@ impl GemmParams<*const f32, *mut f32> {
     }
 }
 
+/// The first step of every production GEMM entry: on sm_90, waits until the kernels queued
+/// before this one on its stream have completed and their writes are visible
+/// (`griddepcontrol.wait`), so that the host may launch the entry as a programmatic dependent
+/// of the copies it reads (`gpu::dependent_launch` on the host); at once when it was launched
+/// as usual, and nothing on older architectures, which have no such launch.
+#[inline(always)]
+pub fn wait_for_earlier_kernels() {
+    #[cfg(target_feature = "sm_90a")]
+    crate::infra::ptx::griddepcontrol_wait();
+}
+
 /// Declares a PTX entry point with the GEMM parameter list ([`GemmParams`]) that calls
 /// `$body(GemmArgs)` with the block's batch member, or, in the `production members:` form,
 /// `$body(GemmParams)` for a body that takes several members per block.
@@ -513,18 +524,22 @@ impl GemmParams<*const f32, *mut f32> {
 macro_rules! gemm_entry {
     // The group decides which PTX module holds the entry (`KernelSpec::module`): the production
     // module is built without the crate feature `ladder`, the ladder's with it.
+    // Production entries wait for the kernels queued before them first
+    // (`wait_for_earlier_kernels`): the host may launch them as programmatic dependents.
     (production: $($entry:tt)*) => {
-        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] [.member()] $($entry)*);
+        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] [.member()]
+            [$crate::infra::device::wait_for_earlier_kernels();] $($entry)*);
     };
     (ladder: $($entry:tt)*) => {
-        $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] [.member()] $($entry)*);
+        $crate::infra::device::gemm_entry!(@cfg [feature = "ladder"] [.member()] [] $($entry)*);
     };
     // A production kernel that computes several members per block: `$body` takes the
     // parameters themselves (`GemmParams::member_of_block`).
     (production members: $($entry:tt)*) => {
-        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] [] $($entry)*);
+        $crate::infra::device::gemm_entry!(@cfg [not(feature = "ladder")] []
+            [$crate::infra::device::wait_for_earlier_kernels();] $($entry)*);
     };
-    (@cfg [$cfg:meta] [$($member:tt)*] $(#[$attr:meta])* $name:ident => $body:expr) => {
+    (@cfg [$cfg:meta] [$($member:tt)*] [$($first:tt)*] $(#[$attr:meta])* $name:ident => $body:expr) => {
         $crate::infra::params::gemm_params_entry! {
             $(#[$attr])*
             ///
@@ -534,6 +549,7 @@ macro_rules! gemm_entry {
             /// other matrix, launched with this module's `SPEC`.
             #[cfg($cfg)]
             $name => (#[inline(always)] |params: $crate::infra::params::GemmParams<*const f32, *mut f32>| {
+                $($first)*
                 $body(params $($member)*)
             })
         }
