@@ -7,9 +7,9 @@
 //! at `griddepcontrol.wait` until the first kernel has completed and its writes are visible.
 //! The split-K reduction is such a kernel ([`split_k`](sgemm_kernels::production::split_k)):
 //! the GEMM of the slices writes the partials, the reduction waits for them before it reads
-//! one. So is every production GEMM kernel after the copies of its operands (transposed or
-//! padded) that a call makes: its entry waits before anything else (what both save:
-//! `docs/performance-notes.md`).
+//! one. So are the copy of `B` after the copy of `A`, and every production GEMM kernel after
+//! the copies of its operands (transposed or padded) that a call makes: their entries wait
+//! before anything else (what these save: `docs/performance-notes.md`).
 //!
 //! cudarc's launch builder has no launch attributes, so the launch goes through the driver's
 //! `cuLaunchKernelEx` with the parameters collected here, matrices as device pointers taken

@@ -266,12 +266,18 @@ pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
 
 /// The least depth at which a batch of more than one product of at most [`TALL_ROWS`] rows over
-/// a column-major `B` takes `few_rows_nt_tall` (taller batches never do). A single product of
+/// a column-major `B` takes `few_rows_nt_tall` (taller members only from
+/// [`NT_TALL_BATCH_DEEP`]). A single product of
 /// so few rows leaves a tile kernel most of the GPU idle, a batch fills it; and each of the tall
 /// variant's passes over `B` ends in the warp-wide additions of its sums, a fixed cost that
 /// only a deep enough `K`, and few passes, repay against the copy of `B` and the tile kernels
 /// (measured: `docs/performance-notes.md`).
 pub const NT_TALL_BATCH_DEPTH: usize = 80;
+
+/// The depth from which a batch of up to [`NT_TALL_ROWS`] rows a member over a column-major `B`
+/// takes `few_rows_nt_tall`: the warp-wide additions are then a small share of each pass, and
+/// its passes over `B` cost less than the copy's (measured: `docs/performance-notes.md`).
+pub const NT_TALL_BATCH_DEEP: usize = 1024;
 
 /// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
 /// `vector` rather than `few_rows`: with that many slices its blocks of 32 threads an output
@@ -563,8 +569,8 @@ impl Gpu {
     /// one and reads the matrix as it lies (no copy of it is made). Where the row-major
     /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
     /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
-    /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough:
-    /// [`NT_TALL_BATCH_DEPTH`]).
+    /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
+    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]).
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -591,7 +597,7 @@ impl Gpu {
         if self.kernel.is_none()
             && b_layout == Layout::ColMajor
             && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
-            && (batch == 1 || (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH))
+            && (batch == 1 || (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH) || k >= NT_TALL_BATCH_DEEP)
         {
             return &self.loaded.few_rows_nt_tall;
         }
@@ -846,11 +852,12 @@ impl Gpu {
         let to4 = |x: usize| if pads { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(&self.loaded.a_copies, &a, a_step, batch, (m, k), pads)?;
+        let a_copy = self.readable(&self.loaded.a_copies, (&a, a_step), batch, (m, k), pads, false)?;
+        // The copy of B starts while the copy of A finishes.
         let b_copy = if kernel.spec.reads_b_transposed {
             None
         } else {
-            self.readable(&self.loaded.b_copies, &b, b_step, batch, (k, n_b), pads)?
+            self.readable(&self.loaded.b_copies, (&b, b_step), batch, (k, n_b), pads, a_copy.is_some())?
         };
         // A scratch copy starts at the start of an allocation (256-byte aligned) and its
         // members are a multiple of 4 floats apart; a caller's buffer needs both checked.
@@ -906,7 +913,7 @@ impl Gpu {
             // or an A or B (C is borrowed mutably); the kernel's own geometry, with at most
             // `members_per_block` members a block.
             let config = launch_config(&kernel.spec, rows, n32, groups);
-            unsafe { self.launch_gemm(function, config, &mut params, dependent) }
+            unsafe { self.launch_after(function, config, &mut params, dependent) }
                 .map_err(Error::cuda("launching a GEMM kernel"))
         })
         // The kept copies are released here for the next call, and copies too large to keep
@@ -952,7 +959,7 @@ impl Gpu {
     /// leftover columns and updates `C`. A slice is a multiple of 4 deep when the slices load 16
     /// bytes at a time (`k - slices * depth < 4 * slices` columns left over), any depth when
     /// they load 4 (fewer than `slices` left over). `dependent`: the slices' launch may start
-    /// before the kernels queued before it complete ([`launch_gemm`](Self::launch_gemm)).
+    /// before the kernels queued before it complete ([`launch_after`](Self::launch_after)).
     #[allow(clippy::too_many_arguments)]
     fn split_k(
         &self,
@@ -1005,7 +1012,7 @@ impl Gpu {
         // z*depth.. of B (all below k) and writes partial z of the workspace (slices x m x n);
         // the kernel's geometry with z = slices.
         let config = launch_config(&kernel.spec, m32, n32, slices32);
-        unsafe { self.launch_gemm(function, config, &mut slices_params, dependent) }
+        unsafe { self.launch_after(function, config, &mut slices_params, dependent) }
             .map_err(Error::cuda("launching split_k"))?;
         let (a_tail, b_tail) =
             if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
@@ -1072,15 +1079,16 @@ impl Gpu {
     /// dimension `shape.1`, made on the device (queued on the stream) by the `transpose` kernel
     /// (column-major `x`) or `pad` (row-major), and their step: `shape.0 * shape.1`, or 0 (one
     /// copy) when `step` is 0, in the buffer of `kept`. Elements beyond `x`'s own rows and
-    /// columns are zero.
+    /// columns are zero. `after_copy`: the kernel queued last is this call's copy of another
+    /// operand, which the copy may start beside ([`launch_after`](Self::launch_after)).
     fn readable<'k>(
         &self,
         kept: &'k Kept,
-        x: &DeviceMatRef,
-        step: usize,
+        (x, step): (&DeviceMatRef, usize),
         batch: usize,
         shape: (usize, usize),
         aligned: bool,
+        after_copy: bool,
     ) -> Result<Option<(Scratch<'k>, usize)>> {
         if !copied(x, step, shape, aligned) {
             return Ok(None);
@@ -1096,7 +1104,10 @@ impl Gpu {
         // (the copies) before anything reads it, or the zeros do; all on the handle's stream.
         let mut scratch = unsafe { kept.get(&self.loaded.stream, len) }.map_err(alloc_error(len * 4))?;
         let dst = scratch.buf_mut();
-        if x.layout() == Layout::ColMajor && padded {
+        // A copy follows the zeros below in stream order, not as a dependent launch.
+        let zeroed = x.layout() == Layout::ColMajor && padded;
+        let dependent = after_copy && !zeroed && self.launches_dependents(&self.loaded.transpose.spec);
+        if zeroed {
             // The transpose writes x's rows x cols; the rest is zero.
             self.loaded
                 .stream
@@ -1126,8 +1137,9 @@ impl Gpu {
                 // most n_rows) x cols with ld (the batch's span was checked) and each `b`
                 // `n_rows x cols_pad` contiguous, apart from each other; distinct allocations;
                 // the kernel's own geometry.
-                let function = &self.loaded.pad.function;
-                unsafe { self.launch(function, launch_config(spec, n_rows, cols_pad, members), &mut params) }
+                let (function, config) =
+                    (&self.loaded.pad.function, launch_config(spec, n_rows, cols_pad, members));
+                unsafe { self.launch_after(function, config, &mut params, dependent) }
                     .map_err(Error::cuda("launching pad"))
             })?;
         } else {
@@ -1149,8 +1161,9 @@ impl Gpu {
                 // ld, and each copy from column r0 on the `rows x src_rows` transpose with ld
                 // `cols_pad`, apart from each other; distinct allocations; the kernel's own
                 // geometry.
-                let function = &self.loaded.transpose.function;
-                unsafe { self.launch(function, launch_config(spec, src_rows, rows, members), &mut params) }
+                let (function, config) =
+                    (&self.loaded.transpose.function, launch_config(spec, src_rows, rows, members));
+                unsafe { self.launch_after(function, config, &mut params, dependent) }
                     .map_err(Error::cuda("launching transpose"))
             })?;
         }
@@ -1177,20 +1190,22 @@ impl Gpu {
         unsafe { sink.0.launch(config) }.map(drop)
     }
 
-    /// Queues a GEMM kernel's `function` as [`launch`](Self::launch) does or, with
-    /// `dependent`, as a programmatic dependent launch of the kernel queued before it
-    /// ([`dependent_launch`]).
+    /// Queues `function` as [`launch`](Self::launch) does or, with `dependent`, as a
+    /// programmatic dependent launch of the kernel queued before it ([`dependent_launch`]).
     ///
     /// # Safety
     /// [`launch`](Self::launch)'s contract, and with `dependent`:
     /// [`launches_dependents`](Self::launches_dependents) holds for the kernel of `function`.
-    unsafe fn launch_gemm<'p, 'v: 'p>(
+    unsafe fn launch_after<'p, 'v: 'p, P>(
         &'p self,
         function: &'p CudaFunction,
         config: LaunchConfig,
-        params: &'p mut GemmParams<CudaView<'v, f32>, CudaViewMut<'v, f32>>,
+        params: &'p mut P,
         dependent: bool,
-    ) -> Result<(), DriverError> {
+    ) -> Result<(), DriverError>
+    where
+        P: PushParams<'p, Sink<'p, 'v>> + PushParams<'p, dependent_launch::RawParams<'p, 'v>>,
+    {
         if dependent {
             // SAFETY: the caller's contract; the kernel waits at its entry for the kernels
             // before it (`wait_for_earlier_kernels`) before it reads or writes a matrix.
@@ -1201,10 +1216,10 @@ impl Gpu {
         }
     }
 
-    /// Whether the GEMM kernel `spec` may be launched as a programmatic dependent of the
-    /// kernels before it: a production kernel (whose entry waits for them first:
-    /// `sgemm_kernels::infra::device::wait_for_earlier_kernels`) from the sm_90a module, on a
-    /// device that has such launches.
+    /// Whether the kernel `spec` may be launched as a programmatic dependent of the kernels
+    /// before it: a production kernel (each of whose entries, GEMM or copy, waits for them
+    /// first: `sgemm_kernels::infra::device::wait_for_earlier_kernels`) from the sm_90a module,
+    /// on a device that has such launches.
     fn launches_dependents(&self, spec: &KernelSpec) -> bool {
         spec.module == Module::Production && self.loaded.info.module_arch == "sm_90a"
     }

@@ -64,6 +64,8 @@ mod device_code {
             *mut f32,
         >,
     ) {
+        // The host may launch the copy as a dependent of the one before it.
+        wait_for_earlier_kernels();
         let (a, b) = if list == 0 {
             (member(a.cast_mut(), a_step).cast_const(), member(b, b_step))
         } else {

@@ -61,6 +61,8 @@ mod device_code {
     unsafe fn transpose(
         TransposeParams { rows, cols, a, lda, b, ldb, a_step, b_step }: TransposeParams<*const f32, *mut f32>,
     ) {
+        // The host may launch the copy as a dependent of the one before it.
+        wait_for_earlier_kernels();
         let (a, b) = (member(a.cast_mut(), a_step).cast_const(), member(b, b_step));
         let tile = dynamic_shared_f32();
         let (tx, ty) = (thread_x(), thread_y());

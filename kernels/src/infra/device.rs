@@ -502,11 +502,12 @@ impl GemmParams<*const f32, *mut f32> {
     }
 }
 
-/// The first step of every production GEMM entry: on sm_90, waits until the kernels queued
-/// before this one on its stream have completed and their writes are visible
-/// (`griddepcontrol.wait`), so that the host may launch the entry as a programmatic dependent
-/// of the copies it reads (`gpu::dependent_launch` on the host); at once when it was launched
-/// as usual, and nothing on older architectures, which have no such launch.
+/// The first step of every production GEMM entry and of the copies (`transpose`, `pad`): on
+/// sm_90, waits until the kernels queued before this one on its stream have completed and their
+/// writes are visible (`griddepcontrol.wait`), so that the host may launch the entry as a
+/// programmatic dependent of the copies queued before it (`gpu::dependent_launch` on the host);
+/// at once when it was launched as usual, and nothing on older architectures, which have no
+/// such launch.
 #[inline(always)]
 pub fn wait_for_earlier_kernels() {
     #[cfg(target_feature = "sm_90a")]
