@@ -267,11 +267,10 @@ pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
 
 /// The least depth at which a batch of more than one product of at most [`TALL_ROWS`] rows over
 /// a column-major `B` takes `few_rows_nt_tall` (taller members only from
-/// [`NT_TALL_BATCH_DEEP`]). A single product of
-/// so few rows leaves a tile kernel most of the GPU idle, a batch fills it; and each of the tall
-/// variant's passes over `B` ends in the warp-wide additions of its sums, a fixed cost that
-/// only a deep enough `K`, and few passes, repay against the copy of `B` and the tile kernels
-/// (measured: `docs/performance-notes.md`).
+/// [`NT_TALL_BATCH_DEEP`]). A single product of so few rows leaves a tile kernel most of the GPU
+/// idle, a batch fills it; and each of the tall variant's passes over `B` ends in the warp-wide
+/// additions of its sums, a fixed cost that only a deep enough `K`, and few passes, repay
+/// against the copy of `B` and the tile kernels (measured: `docs/performance-notes.md`).
 pub const NT_TALL_BATCH_DEPTH: usize = 80;
 
 /// The depth from which a batch of up to [`NT_TALL_ROWS`] rows a member over a column-major `B`
