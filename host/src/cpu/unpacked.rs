@@ -340,6 +340,11 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool, const
             std::array::from_fn(|v| S::first(cols.saturating_sub(v * S::LANES).clamp(1, S::LANES)));
         let load = |p: *const f32, v: usize| if EDGE { S::load_masked(p, masks[v]) } else { S::load(p) };
         let mut acc = [[S::zero(); NV]; R];
+        // The rows of A in groups of three, each step's values addressed from its group's first
+        // row: an x86 address adds a register scaled by 1, 2, 4 or 8 bytes, so with the row
+        // distance in a register the three rows of a group need no arithmetic of their own.
+        const { assert!(R <= 9, "three groups of three rows") };
+        let groups: [*const f32; 3] = std::array::from_fn(|g| o.a.wrapping_add(3 * g * o.a_row));
         // The steps in `R` stretches; after stretch `s`, the lines of row `s` of the next block
         // of `C` and of `next_a`, so that the requests spread over the tile and no step tests
         // for them.
@@ -354,8 +359,8 @@ unsafe fn tile<S: Simd, const R: usize, const NV: usize, const EDGE: bool, const
                         prefetch_l2(b_row.wrapping_add(o.b_ahead + v * S::LANES));
                     }
                 }
-                let a_col = o.a.add(p * o.a_col);
-                rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *a_col.add(r * o.a_row));
+                let step = p * o.a_col;
+                rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *groups[r / 3].add(step + r % 3 * o.a_row));
                 p += 1;
             }
             let row = next_c.wrapping_add(s * o.ldc);
