@@ -314,7 +314,7 @@ struct Operands {
 }
 
 /// The most steps of a sum, per row of the tile, at which a full-width tile asks for all its
-/// lines at once after its steps ([`tile`]'s `ST = 1`) instead of after each of `R` stretches:
+/// lines at once after its steps ([`tile`]'s `ONCE`) instead of after each of `R` stretches:
 /// stretches of one to four steps cost more in the requests and the loop around them than
 /// spreading the requests saves (measured: `docs/performance-notes.md`).
 const ONE_STRETCH_STEPS_PER_ROW: usize = 4;
@@ -323,8 +323,8 @@ const ONE_STRETCH_STEPS_PER_ROW: usize = 4;
 /// least `(NV - 1) * LANES + 1` of them). With `next_a`, the first `R` rows of a row-major `A`
 /// from there (`k` values each) are prefetched into L2 while the tile is computed: the row of
 /// tiles below it, which [`warms_next_rows`] says to ask for. The lines of `R` rows of `NV`
-/// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, after each of `ST`
-/// stretches of steps (`R / ST` rows each; `ST` is `R` or 1): the next tile's block of `C` (a
+/// vectors from `next_c` (`ldc` apart) are prefetched into L1 as it goes, a row after each of
+/// `R` stretches of steps, or with `ONCE` all after the steps: the next tile's block of `C` (a
 /// hint: any address will do). With `AHEAD`, each step
 /// asks into L2 for the line at the start of each of its `NV` vectors of `B`, `o.b_ahead`
 /// values to the right: over the tiles of a row, every line of the row's run.
@@ -341,7 +341,7 @@ unsafe fn tile<
     const NV: usize,
     const EDGE: bool,
     const AHEAD: bool,
-    const ST: usize,
+    const ONCE: bool,
 >(
     o: Operands,
     cols: usize,
@@ -359,12 +359,12 @@ unsafe fn tile<
         // distance in a register the three rows of a group need no arithmetic of their own.
         const { assert!(R <= 9, "three groups of three rows") };
         let groups: [*const f32; 3] = std::array::from_fn(|g| o.a.wrapping_add(3 * g * o.a_row));
-        // The steps in `ST` stretches; after each, the lines of its rows of the next block of
-        // `C` and of `next_a`, so that the requests spread over the tile and no step tests for
-        // them.
+        // The steps in `stretches`; after each, the lines of its rows of the next block of `C`
+        // and of `next_a`, so that the requests spread over the tile and no step tests for them.
+        let stretches = if ONCE { 1 } else { R };
         let mut p = 0;
-        for s in 0..ST {
-            let end = o.k * (s + 1) / ST;
+        for s in 0..stretches {
+            let end = o.k * (s + 1) / stretches;
             while p < end {
                 let b_row = o.b.add(p * o.ldb);
                 let bv: [S::V; NV] = std::array::from_fn(|v| load(b_row.add(v * S::LANES), v));
@@ -377,7 +377,7 @@ unsafe fn tile<
                 rank_one_update::<S, R, NV>(&mut acc, &bv, |r| *groups[r / 3].add(step + r % 3 * o.a_row));
                 p += 1;
             }
-            for r in s * R / ST..(s + 1) * R / ST {
+            for r in s * R / stretches..(s + 1) * R / stretches {
                 let row = next_c.wrapping_add(r * o.ldc);
                 for line in line_offsets(NV * S::LANES) {
                     prefetch(row.wrapping_add(line));
@@ -425,17 +425,17 @@ unsafe fn row_of_tiles<S: Simd, const R: usize, const NV: usize, const NW: usize
         let next_c = if j + cols < n { o.c.wrapping_add(cols) } else { below_c } as *const f32;
         unsafe {
             if cols == nr && o.k <= ONE_STRETCH_STEPS_PER_ROW * R {
-                tile::<S, R, NV, false, AHEAD, 1>(o, cols, next, next_c, ahead);
+                tile::<S, R, NV, false, AHEAD, true>(o, cols, next, next_c, ahead);
             } else if cols == nr {
-                tile::<S, R, NV, false, AHEAD, R>(o, cols, next, next_c, ahead);
+                tile::<S, R, NV, false, AHEAD, false>(o, cols, next, next_c, ahead);
             } else if cols <= S::LANES {
-                tile::<S, R, 1, true, AHEAD, R>(o, cols, next, next_c, ahead);
+                tile::<S, R, 1, true, AHEAD, false>(o, cols, next, next_c, ahead);
             } else if cols < nr {
-                tile::<S, R, NV, true, AHEAD, R>(o, cols, next, next_c, ahead);
+                tile::<S, R, NV, true, AHEAD, false>(o, cols, next, next_c, ahead);
             } else if cols == NW * S::LANES {
-                tile::<S, R, NW, false, AHEAD, R>(o, cols, next, next_c, ahead);
+                tile::<S, R, NW, false, AHEAD, false>(o, cols, next, next_c, ahead);
             } else {
-                tile::<S, R, NW, true, AHEAD, R>(o, cols, next, next_c, ahead);
+                tile::<S, R, NW, true, AHEAD, false>(o, cols, next, next_c, ahead);
             }
         }
         j += cols;
