@@ -513,3 +513,79 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
         c.iter_mut().for_each(|x| *x = 0.0);
     }
 }
+
+#[test]
+fn tile_kernels_read_transposed_operands_as_they_lie() {
+    // `small_tile` and `split_k` (whole, and in K slices that leave a tail for the reduction)
+    // on `A`, `B` or both stored transposed, where their 16-byte entries read them as they lie
+    // (the variant is the kernel chosen), single and strided: the tiles in shared memory are
+    // those of row-major copies, so the bits are the same kernel's on such copies (made here).
+    // Non-integer values, so that a sum in another order would differ. An odd `m` or `k` (a
+    // transposed operand's lines of no whole 4-vectors) goes to the copy and its padded 16-byte
+    // entry, with the same bits.
+    let Some(gpu) = gpu_or_skip("tile_kernels_read_transposed_operands_as_they_lie") else { return };
+    let values = |len: usize, salt: u64| -> Vec<f32> {
+        let mut x = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    };
+    // Row-major `rows x cols` stored transposed (column-major, leading dimension `ld`).
+    let stored_transposed = |x: &[f32], rows: usize, cols: usize, ld: usize| {
+        let mut out = vec![f32::NAN; cols * ld];
+        for i in 0..rows {
+            for j in 0..cols {
+                out[j * ld + i] = x[i * cols + j];
+            }
+        }
+        out
+    };
+    for (name, slices, variant) in
+        [("small_tile", None, "small_tile"), ("split_k", None, "split_k"), ("split_k", Some(3), "split_k")]
+    {
+        let by_name = gpu.clone().with_kernel(name).unwrap().with_k_slices(slices).unwrap();
+        for (m, n, k, batch) in
+            [(64, 64, 64, 1), (132, 100, 1000, 1), (64, 64, 64, 7), (260, 36, 516, 3), (67, 40, 1001, 2)]
+        {
+            let (a, b) = (values(batch * m * k, 1), values(batch * k * n, 2));
+            let c0 = values(batch * m * n, 3);
+            let members = |x: &[f32], rows: usize, cols: usize, ld: usize| -> Vec<f32> {
+                x.chunks(rows * cols).flat_map(|member| stored_transposed(member, rows, cols, ld)).collect()
+            };
+            // Leading dimensions padded to a multiple of 4 where the shape is one.
+            let (lda_t, ldb_t) = (m.next_multiple_of(4), k.next_multiple_of(4));
+            let (a_t, b_t) = (members(&a, m, k, lda_t), members(&b, k, n, ldb_t));
+            let run = |a_view: MatRef, a_step: usize, b_view: MatRef, b_step: usize| {
+                let mut c = c0.clone();
+                let a_s = sgemm::Strided::new(a_view, a_step);
+                let b_s = sgemm::Strided::new(b_view, b_step);
+                let mut c_s = sgemm::Strided::new(MatMut::contiguous(&mut c, m, n), m * n);
+                by_name.gemm_strided(batch, 0.75, &a_s, &b_s, 0.5, &mut c_s).unwrap();
+                c
+            };
+            let (a_rm, b_rm) = (MatRef::contiguous(&a, m, k), MatRef::contiguous(&b, k, n));
+            let (a_cm, b_cm) = (MatRef::new(&a_t, k, m, lda_t).t(), MatRef::new(&b_t, n, k, ldb_t).t());
+            let (a_len, b_len) = (k * lda_t, n * ldb_t);
+            let want = run(a_rm, m * k, b_rm, k * n);
+            for (ta, tb, suffix) in [(true, false, "_tn"), (false, true, "_nt"), (true, true, "_tt")] {
+                let (a_view, a_step) = if ta { (a_cm, a_len) } else { (a_rm, m * k) };
+                let (b_view, b_step) = if tb { (b_cm, b_len) } else { (b_rm, k * n) };
+                let c = run(a_view, a_step, b_view, b_step);
+                let label = format!("{name} {m}x{n}x{k} x{batch} {suffix} slices {slices:?}");
+                assert!(check::same_bits(&c, &want), "{label}: bits differ from the row-major copies");
+                let out = vec![0.0f32; m * n];
+                let chosen =
+                    by_name.chosen_for_host(batch, &a_view, &b_view, &MatRef::contiguous(&out, m, n));
+                let reads_as_it_lies = (!ta || m % 4 == 0) && (!tb || k % 4 == 0);
+                let expected =
+                    if reads_as_it_lies { format!("{variant}{suffix}") } else { variant.to_string() };
+                assert_eq!(chosen.spec.name, expected, "{label}");
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use sgemm_kernels::helpers::{pad, scale, transpose};
-use sgemm_kernels::production::{few_rows, split_k, vector};
+use sgemm_kernels::production::{few_rows, small_tile, split_k, vector};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 /// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
@@ -182,7 +182,9 @@ fn add_launch_bounds(ptx: &str) -> String {
 }
 
 /// Every kernel the host may launch: the GEMM registry, `vector` (and its column variants),
-/// `few_rows` (and its tall and column-major-`B` variants), `scale_c`, `transpose`, `pad` and the split-K reduction.
+/// `few_rows` (and its tall and column-major-`B` variants), the variants of `small_tile` and
+/// `split_k` that read column-major operands, `scale_c`, `transpose`, `pad` and the split-K
+/// reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
         &vector::SPEC,
@@ -193,6 +195,12 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
         &few_rows::TALL_SPEC,
         &few_rows::NT_SPEC,
         &few_rows::NT_TALL_SPEC,
+        &small_tile::TN_SPEC,
+        &small_tile::NT_SPEC,
+        &small_tile::TT_SPEC,
+        &split_k::TN_SPEC,
+        &split_k::NT_SPEC,
+        &split_k::TT_SPEC,
         &scale::SPEC,
         &transpose::SPEC,
         &pad::SPEC,

@@ -153,6 +153,17 @@ const COSTS: [(&str, Cost); 4] = [
     ),
 ];
 
+/// Microseconds per million elements of an operand that a call copies (reads and writes once,
+/// `transpose`) before a tile kernel that cannot read it as it lies: what the copies of `A^T`
+/// added to `small_tile` and `specialized` on batches of 512 members on an H200, 2.0-2.5
+/// (`docs/performance-notes.md`, "Transposed operands read as they lie").
+const COPY_PER_MILLION: f64 = 2.3;
+
+/// The predicted time, in microseconds, of copying `elements` elements of operands.
+pub(crate) fn copies(elements: usize) -> f64 {
+    COPY_PER_MILLION * elements as f64 / 1e6
+}
+
 /// The coefficients of the kernel called `name`, if the model has them.
 pub(crate) fn cost_of(name: &str) -> Option<&'static Cost> {
     COSTS.iter().find(|(n, _)| *n == name).map(|(_, cost)| cost)
@@ -244,6 +255,16 @@ mod tests {
     /// The kernel the model picks among `candidates` on an H100 (132 SMs, each kernel's blocks
     /// per SM as the driver reports them there).
     fn pick(batch: usize, shape: (usize, usize, usize), candidates: &[&'static KernelSpec]) -> &'static str {
+        pick_copying(batch, shape, candidates, |_| 0)
+    }
+
+    /// [`pick`] where a call would copy `copied(spec)` elements of each member before `spec`.
+    fn pick_copying(
+        batch: usize,
+        shape: (usize, usize, usize),
+        candidates: &[&'static KernelSpec],
+        copied: impl Fn(&KernelSpec) -> usize,
+    ) -> &'static str {
         let sms = 132;
         let per_sm = |spec: &KernelSpec| match spec.name {
             "specialized" => 1,
@@ -253,6 +274,7 @@ mod tests {
         };
         let time = |spec: &KernelSpec| {
             cost_of(spec.name).unwrap().predict(spec, sms * per_sm(spec), sms, batch, shape)
+                + copies(batch * copied(spec))
         };
         candidates.iter().min_by(|a, b| time(a).total_cmp(&time(b))).unwrap().name
     }
@@ -302,6 +324,32 @@ mod tests {
         assert_eq!(pick(1, (4096, 4096, 4096), &ffma), "split_k");
         // ... and 64 of them on 4 K slices, whose partials the reduction reads in one wait.
         assert_eq!(pick(1, (1024, 1024, 1024), &ffma), "split_k");
+    }
+
+    #[test]
+    fn copies_of_transposed_operands_count_against_the_kernels_that_read_them() {
+        // `A` stored transposed: the tensor-core kernel and `tiny_tile` read a copy of it, the
+        // 64 x 64 and 128 x 128 FFMA tiles read it as it lies.
+        let all = [&specialized::SPEC, &split_k::SPEC, &small_tile::SPEC, &tiny_tile::SPEC];
+        let copied_a = |m: usize, k: usize| {
+            move |spec: &KernelSpec| {
+                if [specialized::SPEC.name, tiny_tile::SPEC.name].contains(&spec.name) { m * k } else { 0 }
+            }
+        };
+        for (batch, (m, n, k), expected) in [
+            // 134M elements of A: the copy costs more than the tensor cores gain.
+            (512, (512, 64, 512), "small_tile"),
+            (1024, (512, 64, 512), "small_tile"),
+            // Members whose copies are small beside the product still run on the tensor cores.
+            (512, (512, 512, 64), "specialized"),
+            (1, (4096, 4096, 4096), "specialized"),
+        ] {
+            assert_eq!(
+                pick_copying(batch, (m, n, k), &all, copied_a(m, k)),
+                expected,
+                "{batch} x {m}x{n}x{k}"
+            );
+        }
     }
 
     #[test]

@@ -117,27 +117,46 @@ impl GpuKernel {
         self.blocks_per_sm
     }
 
-    /// The entry to launch: the 16-byte-load variant when row-major `A` (`k` columns) and, if
-    /// that entry loads it wide ([`KernelSpec::vec4_b`]), `B` (rows readable to `b_cols`
-    /// columns: `n`, or `n` rounded up to 4 in a padded copy) allow it (they start 16-byte
-    /// aligned, and leading dimensions and row lengths are multiples of 4, so every row starts
-    /// 16-byte aligned and no vector straddles a row's end), the scalar-load entry otherwise.
-    fn function_for(&self, aligned: bool, lda: usize, ldb: usize, k: usize, b_cols: usize) -> &CudaFunction {
+    /// The lengths of the lines the kernel reads `A` and `B` in, for an `m x n x k` product
+    /// (`n`: the columns of `B` as given, which a padded copy rounds up to 4): rows of a
+    /// row-major operand (`k` for `A`, `n` for `B`), columns of a column-major one (`m` for
+    /// `A`, `k` for `B`).
+    fn lines(&self, (m, n, k): (usize, usize, usize)) -> (usize, usize) {
+        let spec = &self.spec;
+        (if spec.reads_a_transposed { m } else { k }, if spec.reads_b_transposed { k } else { n })
+    }
+
+    /// The entry to launch on an `m x n x k` product: the 16-byte-load variant when `A` and,
+    /// if that entry loads it wide ([`KernelSpec::vec4_b`]), `B` allow it (they start 16-byte
+    /// aligned, and their leading dimensions and the lengths of the lines the kernel reads
+    /// them in, [`lines`](Self::lines), are multiples of 4, so every line starts 16-byte
+    /// aligned and no vector straddles a line's end), the scalar-load entry otherwise.
+    fn function_for(
+        &self,
+        aligned: bool,
+        lda: usize,
+        ldb: usize,
+        shape: (usize, usize, usize),
+    ) -> &CudaFunction {
         match &self.vec4 {
-            Some(vec4) if k.is_multiple_of(4) && self.wide_unless_k(aligned, lda, ldb, b_cols) => vec4,
+            Some(vec4) if self.wide(aligned, lda, ldb, shape) => vec4,
             _ => &self.function,
         }
     }
 
-    /// Whether the launch loads 16 bytes at a time when `k` is a multiple of 4: a kernel with
-    /// only 16-byte loads, or one whose 16-byte entry the other conditions of
-    /// [`function_for`](Self::function_for) allow (for a kernel that reads `B` column-major,
-    /// whose 16-byte runs lie along `K`, its row length does not matter).
-    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, b_cols: usize) -> bool {
-        let b_cols = if self.spec.reads_b_transposed { 0 } else { b_cols };
-        let wide_b = !self.spec.vec4_b || [ldb, b_cols].iter().all(|x| x.is_multiple_of(4));
+    /// Whether an `m x n x k` launch loads 16 bytes at a time: a kernel with only 16-byte
+    /// loads, or one whose 16-byte entry the conditions of [`function_for`](Self::function_for)
+    /// allow.
+    fn wide(&self, aligned: bool, lda: usize, ldb: usize, shape: (usize, usize, usize)) -> bool {
+        let (a_line, b_line) = self.lines(shape);
+        let wide_b = !self.spec.vec4_b || [ldb, b_line].iter().all(|x| x.is_multiple_of(4));
         self.spec.padding == Padding::Always
-            || (self.vec4.is_some() && aligned && lda.is_multiple_of(4) && wide_b)
+            || (self.vec4.is_some() && aligned && [lda, a_line].iter().all(|x| x.is_multiple_of(4)) && wide_b)
+    }
+
+    /// [`wide`](Self::wide) for a depth that is a multiple of 4 (a K slice's, chosen so).
+    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, (m, n): (usize, usize)) -> bool {
+        self.wide(aligned, lda, ldb, (m, n, 0))
     }
 }
 
@@ -160,6 +179,31 @@ pub struct Gpu {
     kernel: Option<Chosen>,
     /// K slices chosen by the caller ([`with_k_slices`](Gpu::with_k_slices)).
     slices: Option<usize>,
+}
+
+/// A tile kernel's variants that read a column-major `A` (`tn`), `B` (`nt`) or both (`tt`)
+/// as they lie.
+struct Columns {
+    tn: GpuKernel,
+    nt: GpuKernel,
+    tt: GpuKernel,
+}
+
+impl Columns {
+    /// The variant for `A` and `B` in these layouts, `None` for two row-major ones.
+    fn reading(&self, (a, b): (Layout, Layout)) -> Option<&GpuKernel> {
+        match (a, b) {
+            (Layout::RowMajor, Layout::RowMajor) => None,
+            (Layout::ColMajor, Layout::RowMajor) => Some(&self.tn),
+            (Layout::RowMajor, Layout::ColMajor) => Some(&self.nt),
+            (Layout::ColMajor, Layout::ColMajor) => Some(&self.tt),
+        }
+    }
+
+    /// Whether `kernel` is one of these variants.
+    fn has(&self, kernel: &GpuKernel) -> bool {
+        [&self.tn, &self.nt, &self.tt].iter().any(|v| std::ptr::eq(kernel, *v))
+    }
 }
 
 /// A kernel of one of the loaded modules: an index into its list.
@@ -198,6 +242,9 @@ struct Loaded {
     /// Its variants over a column-major `B`, read as it lies.
     few_rows_nt: GpuKernel,
     few_rows_nt_tall: GpuKernel,
+    /// The variants of `small_tile` and of `split_k` that read `A`, `B` or both column-major.
+    small_tile_columns: Columns,
+    split_k_columns: Columns,
     scale_c: GpuKernel,
     transpose: GpuKernel,
     pad: GpuKernel,
@@ -358,6 +405,14 @@ impl Gpu {
         let few_rows_tall = load(few_rows::TALL_SPEC)?;
         let few_rows_nt = load(few_rows::NT_SPEC)?;
         let few_rows_nt_tall = load(few_rows::NT_TALL_SPEC)?;
+        // The variants split K as the kernel they vary does, by its coefficients.
+        let columns = |base: KernelSpec, [tn, nt, tt]: [KernelSpec; 3]| -> Result<Columns> {
+            let load = |spec| load(spec).map(|kernel| GpuKernel { cost: cost::cost_of(base.name), ..kernel });
+            Ok(Columns { tn: load(tn)?, nt: load(nt)?, tt: load(tt)? })
+        };
+        let small_tile_columns =
+            columns(small_tile::SPEC, [small_tile::TN_SPEC, small_tile::NT_SPEC, small_tile::TT_SPEC])?;
+        let split_k_columns = columns(split_k::SPEC, [split_k::TN_SPEC, split_k::NT_SPEC, split_k::TT_SPEC])?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
         let pad = load(pad::SPEC)?;
@@ -405,6 +460,8 @@ impl Gpu {
             few_rows_tall,
             few_rows_nt,
             few_rows_nt_tall,
+            small_tile_columns,
+            split_k_columns,
             scale_c,
             transpose,
             pad,
@@ -557,7 +614,7 @@ impl Gpu {
     /// where they are stored transposed, [`chosen_for_views`](Self::chosen_for_views) gives the
     /// kernel a call runs.
     pub fn chosen_for(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
-        self.chosen_by_shape(layout, batch, m, n, k)
+        self.chosen_by_shape(layout, batch, m, n, k, |_| 0)
     }
 
     /// The kernel this handle's calls run for a batch of `batch` products of these operands'
@@ -569,7 +626,11 @@ impl Gpu {
     /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
     /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
     /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
-    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]).
+    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]). Where its `A` or `B` is
+    /// column-major, the variant of [`SMALL_TILE_KERNEL`] or [`STRICT_KERNEL`] that reads them
+    /// as they lie, where its 16-byte entry can (leading dimensions and the lengths of the lines
+    /// read multiples of 4); the cost model then also counts, for each tile kernel that would
+    /// read a copy instead, the time of the copies.
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -590,9 +651,25 @@ impl Gpu {
     pub(crate) fn chosen_oriented<R: View, W: View>(&self, batch: usize, a: &R, b: &R, c: &W) -> &GpuKernel {
         let ((rows, cols, _), k) = (c.dims(), a.dims().1);
         let layout = vector_c_layout(a, b, c);
-        let kernel = self.chosen_by_shape(layout, batch, rows, cols, k);
-        let (_, b_layout) = row_major_layouts(layout, a.layout(), b.layout());
-        let (m, _) = row_major_shape(layout, rows, cols);
+        let layouts = row_major_layouts(layout, a.layout(), b.layout());
+        let (m, n) = row_major_shape(layout, rows, cols);
+        let (lda, ldb) = match layout {
+            Layout::RowMajor => (a.dims().2, b.dims().2),
+            Layout::ColMajor => (b.dims().2, a.dims().2),
+        };
+        // The kernel a call runs where the first is chosen (operands taken as 16-byte aligned:
+        // a call that finds them otherwise copies them, as it would for the kernel chosen).
+        let reading =
+            |kernel: &GpuKernel| self.reading(kernel, layouts, |v| v.wide(true, lda, ldb, (m, n, k))).spec;
+        // The elements of a member that a call copies (transposed) before `kernel` runs.
+        let copied = |kernel: &GpuKernel| {
+            let read = reading(kernel);
+            let a_copied = layouts.0 == Layout::ColMajor && !read.reads_a_transposed;
+            let b_copied = layouts.1 == Layout::ColMajor && !read.reads_b_transposed;
+            usize::from(a_copied) * m * k + usize::from(b_copied) * k * n
+        };
+        let kernel = self.chosen_by_shape(layout, batch, rows, cols, k, copied);
+        let b_layout = layouts.1;
         if self.kernel.is_none()
             && b_layout == Layout::ColMajor
             && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
@@ -600,25 +677,56 @@ impl Gpu {
         {
             return &self.loaded.few_rows_nt_tall;
         }
-        match self.reading_b(kernel, b_layout) {
-            Some(variant) => variant,
+        self.reading(kernel, layouts, |v| v.wide(true, lda, ldb, (m, n, k)))
+    }
+
+    /// The kernel of `kernel`'s family that reads `A` and `B` stored in `layouts` (the
+    /// row-major problem's) as they lie, where there is one:
+    /// - of a few-rows kernel (`few_rows`, its tall variant, or theirs that read `B`
+    ///   column-major) the one for `B`'s layout, whatever `A`'s (a kernel that reads `B`
+    ///   column-major takes no other: a row-major `B` goes to the one that reads it row-major);
+    /// - of `small_tile` or `split_k` (or one of their variants) the variant for both layouts
+    ///   where `wide` says its 16-byte entry reads the operands as they lie, else the kernel
+    ///   that reads row-major operands (to which the call gives copies);
+    /// - any other kernel itself.
+    fn reading<'s>(
+        &'s self,
+        kernel: &'s GpuKernel,
+        layouts: (Layout, Layout),
+        wide: impl Fn(&GpuKernel) -> bool,
+    ) -> &'s GpuKernel {
+        let loaded = &self.loaded;
+        let pairs =
+            [(&loaded.few_rows, &loaded.few_rows_nt), (&loaded.few_rows_tall, &loaded.few_rows_nt_tall)];
+        if let Some((rows, columns)) =
+            pairs.into_iter().find(|(r, c)| std::ptr::eq(kernel, *r) || std::ptr::eq(kernel, *c))
+        {
+            return if layouts.1 == Layout::ColMajor { columns } else { rows };
+        }
+        let families = [
+            (&loaded.production[loaded.small_tile], &loaded.small_tile_columns),
+            (&loaded.production[loaded.strict], &loaded.split_k_columns),
+        ];
+        match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
+        {
+            Some((rows, columns)) => columns.reading(layouts).filter(|v| wide(v)).unwrap_or(rows),
             None => kernel,
         }
     }
 
-    /// The variant of a few-rows kernel (`few_rows`, its tall variant, or theirs that read `B`
-    /// column-major) that reads a `B` stored in `layout` as it lies, `None` for other kernels.
-    fn reading_b(&self, kernel: &GpuKernel, layout: Layout) -> Option<&GpuKernel> {
-        let loaded = &self.loaded;
-        let pairs =
-            [(&loaded.few_rows, &loaded.few_rows_nt), (&loaded.few_rows_tall, &loaded.few_rows_nt_tall)];
-        let (rows, columns) =
-            pairs.into_iter().find(|(r, c)| std::ptr::eq(kernel, *r) || std::ptr::eq(kernel, *c))?;
-        Some(if layout == Layout::ColMajor { columns } else { rows })
-    }
-
     /// [`chosen_for`](Self::chosen_for).
-    fn chosen_by_shape(&self, layout: Layout, batch: usize, m: usize, n: usize, k: usize) -> &GpuKernel {
+    ///
+    /// `copied(kernel)`: the elements of a member a call copies before a tile kernel runs,
+    /// whose time the cost model adds to the kernel's.
+    fn chosen_by_shape(
+        &self,
+        layout: Layout,
+        batch: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        copied: impl Fn(&GpuKernel) -> usize,
+    ) -> &GpuKernel {
         let (m, n) = row_major_shape(layout, m, n);
         if let Some(chosen) = self.kernel {
             return self.get(chosen);
@@ -664,6 +772,7 @@ impl Gpu {
             let kernel = &loaded.production[i];
             kernel.cost.map_or(f64::INFINITY, |cost| {
                 cost.predict(&kernel.spec, self.slots(kernel), sm_count, batch, (m, n, k))
+                    + cost::copies(batch * copied(kernel))
             })
         };
         let fastest = (tensor.into_iter().chain([loaded.strict, loaded.small_tile, loaded.tiny_tile]))
@@ -769,15 +878,15 @@ impl Gpu {
         let c = oriented(kernel, &a, &b, c);
         let (a, b, c) = with_row_major_c(a, b, c);
         let (a, b) = (relaid(a, Layout::RowMajor), relaid(b, Layout::RowMajor));
-        // A kernel that reads B column-major takes no other: a row-major B goes to the one that
-        // reads it row-major.
-        let kernel = match self.reading_b(kernel, b.layout()) {
-            Some(variant) if kernel.spec.reads_b_transposed => variant,
-            _ => kernel,
-        };
         let (a_step, b_step, c_step) = (a.stride, b.stride, c.stride);
         let (a, b, mut c) = (a.matrix, b.matrix, c.matrix);
         let (m, n, k) = (c.rows(), c.cols(), a.cols());
+        // The kernel's variant that reads the operands as they lie, where it has one (a kernel
+        // that reads an operand column-major takes no other: a row-major one goes to the one
+        // that reads it row-major).
+        let aligned = a.lines_aligned(a_step) && b.lines_aligned(b_step);
+        let kernel =
+            self.reading(kernel, (a.layout(), b.layout()), |v| v.wide(aligned, a.ld(), b.ld(), (m, n, k)));
         match work(m, n, k, alpha, beta) {
             Work::Nothing => return Ok(()),
             Work::ScaleC => return self.enqueue_scale_c(beta, batch, c, c_step),
@@ -796,10 +905,11 @@ impl Gpu {
         // rows of B zero).
         let pads = pads(kernel.spec.padding, padding_copies((&a, a_step), (&b, b_step), shape), shape);
         let (k_copy, n_copy) = if pads { (k.next_multiple_of(4), n.next_multiple_of(4)) } else { (k, n) };
-        let a_len = match a_step != 0 && copied(&a, a_step, (m, k_copy), pads) {
-            true => m * k_copy,
-            false => 0,
-        };
+        let a_len =
+            match a_step != 0 && !kernel.spec.reads_a_transposed && copied(&a, a_step, (m, k_copy), pads) {
+                true => m * k_copy,
+                false => 0,
+            };
         let b_len = match b_step != 0
             && !kernel.spec.reads_b_transposed
             && copied(&b, b_step, (k_copy, n_copy), pads)
@@ -851,7 +961,11 @@ impl Gpu {
         let to4 = |x: usize| if pads { x.next_multiple_of(4) } else { x };
         let (k, n_b) = (to4(k), to4(n));
         let [k32] = to_u32([k], shape, kernel.spec.name)?;
-        let a_copy = self.readable(&self.loaded.a_copies, (&a, a_step), batch, (m, k), pads, false)?;
+        let a_copy = if kernel.spec.reads_a_transposed {
+            None
+        } else {
+            self.readable(&self.loaded.a_copies, (&a, a_step), batch, (m, k), pads, false)?
+        };
         // The copy of B starts while the copy of A finishes.
         let b_copy = if kernel.spec.reads_b_transposed {
             None
@@ -883,7 +997,7 @@ impl Gpu {
             }
             // One slice: the same kernel with gridDim.z = 1 is the plain GEMM on C.
         }
-        let function = kernel.function_for(aligned, lda, ldb, k, n_b);
+        let function = kernel.function_for(aligned, lda, ldb, (m, n_b, k));
         let steps = [a_step, b_step, c_step].map(|s| s as u64);
         self.launch_members(&kernel.spec, batch, m32, |z0, members, r0, rows| {
             let mut params = GemmParams {
@@ -974,7 +1088,7 @@ impl Gpu {
     ) -> Result<()> {
         // A multiple of 4 where the slices load 16 bytes at a time, so that their loads stay
         // aligned; any depth for 4-byte loads, leaving the reduction fewer columns.
-        let wide = kernel.wide_unless_k(aligned, lda, ldb, b_cols);
+        let wide = kernel.wide_unless_k(aligned, lda, ldb, (m, b_cols));
         let depth = if wide { k / slices / 4 * 4 } else { k / slices };
         let done = slices * depth;
         let len = slices * m * n;
@@ -987,7 +1101,12 @@ impl Gpu {
         // the tail are at most k, the slices at most MAX_SLICES.
         let [m32, n32, depth32, slices32, tail32, lda32, ldb32, ldc32] =
             [m, n, depth, slices, k - done, lda, ldb, ldc].map(|x| x as u32);
-        let function = kernel.function_for(aligned, lda, ldb, depth, b_cols);
+        let function = kernel.function_for(aligned, lda, ldb, (m, b_cols, depth));
+        // Where slice z's columns of A and rows of B start: `depth` columns of a row-major A
+        // apart, `depth` lines of a column-major one; likewise for B.
+        let (a_t, b_t) = (kernel.spec.reads_a_transposed, kernel.spec.reads_b_transposed);
+        let (a_depth, b_depth) =
+            (if a_t { depth * lda } else { depth }, if b_t { depth } else { depth * ldb });
         let mut slices_params = GemmParams {
             m: m32,
             n: n32,
@@ -1001,8 +1120,8 @@ impl Gpu {
             c: workspace.buf_mut().as_view_mut(),
             ldc: n32,
             // The slices as a batch: slice z's columns of A, rows of B, partial of the workspace.
-            a_step: depth as u64,
-            b_step: (depth * ldb) as u64,
+            a_step: a_depth as u64,
+            b_step: b_depth as u64,
             c_step: (m * n) as u64,
             // One slice a block: the grid below has a block along z for each.
             members: slices32,
@@ -1013,8 +1132,14 @@ impl Gpu {
         let config = launch_config(&kernel.spec, m32, n32, slices32);
         unsafe { self.launch_after(function, config, &mut slices_params, dependent) }
             .map_err(Error::cuda("launching split_k"))?;
-        let (a_tail, b_tail) =
-            if done < k { (a.slice(done..), b.slice(done * ldb..)) } else { (a.slice(..), b.slice(..)) };
+        let (a_tail, b_tail) = if done < k {
+            (a.slice(slices * a_depth..), b.slice(slices * b_depth..))
+        } else {
+            (a.slice(..), b.slice(..))
+        };
+        // Element (i, p) of the tails at i * row step + p * column step.
+        let [a_steps, b_steps] =
+            [(a_t, lda32), (b_t, ldb32)].map(|(t, ld)| if t { (1, ld) } else { (ld, 1) });
         let reduce = &self.loaded.split_k_reduce;
         let mut params = ReduceParams {
             m: m32,
@@ -1023,9 +1148,11 @@ impl Gpu {
             workspace: workspace.buf().as_view(),
             tail: tail32,
             a: a_tail,
-            lda: lda32,
+            a_row_step: a_steps.0,
+            a_col_step: a_steps.1,
             b: b_tail,
-            ldb: ldb32,
+            b_row_step: b_steps.0,
+            b_col_step: b_steps.1,
             alpha,
             beta,
             c,
@@ -1033,17 +1160,12 @@ impl Gpu {
         };
         let config = launch_config(&reduce.spec, m32, n32, 1);
         // SAFETY: the workspace holds the slices' partials, A's and B's tails hold `m x tail`
-        // and `tail x n`, C `m x n` with ldc, apart from the others. The sm_90a module's
-        // reduction waits for the slices (`griddepcontrol.wait`) before it reads a partial, so
-        // it may be launched as their dependent.
-        unsafe {
-            if self.loaded.info.module_arch == "sm_90a" {
-                dependent_launch::launch(&self.loaded.stream, &reduce.function, config, &mut params)
-            } else {
-                self.launch(&reduce.function, config, &mut params)
-            }
-        }
-        .map_err(Error::cuda("launching split_k_reduce"))
+        // and `tail x n` with their steps, C `m x n` with ldc, apart from the others. The sm_90a
+        // module's reduction waits for the slices (`griddepcontrol.wait`) before it reads a
+        // partial, so it may be launched as their dependent.
+        let dependent = self.launches_dependents(&reduce.spec);
+        unsafe { self.launch_after(&reduce.function, config, &mut params, dependent) }
+            .map_err(Error::cuda("launching split_k_reduce"))
         // A workspace too large to keep is freed here, ordered on the stream after the reduction.
     }
 
@@ -1747,9 +1869,11 @@ mod tests {
             workspace: (),
             tail: 0,
             a: (),
-            lda: 0,
+            a_row_step: 0,
+            a_col_step: 0,
             b: (),
-            ldb: 0,
+            b_row_step: 0,
+            b_col_step: 0,
             alpha: 0.0,
             beta: 0.0,
             c: (),
@@ -1764,6 +1888,12 @@ mod tests {
             &few_rows::TALL_SPEC,
             &few_rows::NT_SPEC,
             &few_rows::NT_TALL_SPEC,
+            &small_tile::TN_SPEC,
+            &small_tile::NT_SPEC,
+            &small_tile::TT_SPEC,
+            &split_k::TN_SPEC,
+            &split_k::NT_SPEC,
+            &split_k::TT_SPEC,
         ]))
         .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
         .collect();

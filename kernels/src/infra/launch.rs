@@ -58,9 +58,15 @@ pub struct KernelSpec {
     pub module: Module,
     /// The shapes of `C` (row-major, as the kernels see it) the kernel computes.
     pub shapes: Shapes,
+    /// Whether the kernel reads `A` column-major (element `(i, p)` at `a[p * lda + i]`: `A^T`
+    /// stored row-major) rather than row-major: the host passes it a column-major `A` as it
+    /// lies, and never a row-major one. Its 16-byte entry then reads `A`'s columns 16 bytes at a
+    /// time, so its conditions are on `m` (a column's length) where a row-major `A`'s are on `k`.
+    pub reads_a_transposed: bool,
     /// Whether the kernel reads `B` column-major (element `(p, j)` at `b[j * ldb + p]`: `B^T`
     /// stored row-major) rather than row-major: the host passes it a column-major `B` as it
-    /// lies, and never a row-major one.
+    /// lies, and never a row-major one. Its 16-byte entry's conditions on `B` are then on `k`
+    /// (a column's length) where a row-major `B`'s are on `n`.
     pub reads_b_transposed: bool,
 }
 
@@ -128,6 +134,28 @@ impl Module {
 }
 
 impl KernelSpec {
+    /// The variant of this kernel named `name` (entries `entry` and `vec4_entry`) that reads
+    /// `A` column-major where `a_columns`, `B` where `b_columns`
+    /// ([`reads_a_transposed`](Self::reads_a_transposed),
+    /// [`reads_b_transposed`](Self::reads_b_transposed)), the same otherwise. The host gives it
+    /// only operands its 16-byte entry reads as they lie, so it never pads them.
+    pub const fn reading_columns(
+        self,
+        (name, entry, vec4_entry): (&'static str, &'static str, &'static str),
+        a_columns: bool,
+        b_columns: bool,
+    ) -> Self {
+        Self {
+            name,
+            entry,
+            vec4_entry: Some(vec4_entry),
+            padding: Padding::Never,
+            reads_a_transposed: a_columns,
+            reads_b_transposed: b_columns,
+            ..self
+        }
+    }
+
     /// The launch of a helper kernel with one thread per element of an `m x n` matrix: blocks
     /// of 32 x 8 threads over 8 x 32 tiles, so a warp runs along a row (coalesced), no shared
     /// memory, no launch bounds.
@@ -148,6 +176,7 @@ impl KernelSpec {
             arch: None,
             module: Module::Production,
             shapes: Shapes::Any,
+            reads_a_transposed: false,
             reads_b_transposed: false,
         }
     }

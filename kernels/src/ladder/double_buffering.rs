@@ -49,6 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 
@@ -87,6 +88,15 @@ pub(crate) mod device_code {
     /// With `SKIP_IDLE`, a warp whose rows of the tile all lie at or past `m` (the bottom of a
     /// tile taller than what is left of `C`) only loads and stores its share of the tiles for
     /// the other warps: it reads no fragments and issues no FMAs, and writes nothing of `C`.
+    ///
+    /// `A_COLUMNS`: `A` is read column-major (element `(i, p)` at `a[p * lda + i]`), each thread
+    /// loading runs of 4 rows of one `k` and storing them whole into the transposed tile, whose
+    /// layout they already have; its 16-byte entry needs `m` and `lda` multiples of 4.
+    /// `B_COLUMNS`: `B` is read column-major (element `(p, j)` at `b[j * ldb + p]`), each
+    /// thread loading runs of 4 `k` of one column and storing them as 4 scalars down the tile's
+    /// column, as a row-major `A` is; its 16-byte entry needs `k` and `ldb` multiples of 4.
+    /// Either way the tiles in shared memory, and so the loop and the order of every sum, are
+    /// the same as for row-major operands.
     pub(crate) unsafe fn gemm<
         const VEC4: bool,
         const R: usize,
@@ -94,43 +104,68 @@ pub(crate) mod device_code {
         const WN: usize,
         const AHEAD: u32,
         const SKIP_IDLE: bool,
+        const A_COLUMNS: bool,
+        const B_COLUMNS: bool,
     >(
         GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc }: GemmArgs,
     ) {
         const { assert!(LA * 4 * WN == R, "128 WN threads load a 16 R x 8 tile of A as LA vectors each") };
         const { assert!(AHEAD == 1 || AHEAD == 2, "one or two tiles loaded ahead") };
         let (bm, bn, a_ld, a_tile, stage) = (bm(R), bn(WN), a_ld(R), a_tile(R), stage(R, WN));
-        // Rows of A between one thread's vectors: a tile row is 2 vectors, so the block's
-        // threads cover `threads / 2` rows per pass.
-        let a_pass = threads(WN) / 2;
         let tid = thread_x();
         let (row0, col0) = (block_y() * bm, block_x() * bn);
         let tile = WarpTile::<R, WN>::of(tid);
 
-        // Global loads: A rows a_row + a_pass i, columns a_k..a_k + 4; B row b_k, columns
-        // b_col..b_col + 4.
-        let (a_row, a_k) = (tid / (BK / 4), tid % (BK / 4) * 4);
-        let (b_k, b_col) = (tid / (bn / 4), tid % (bn / 4) * 4);
+        // Global loads, each a run of 4 along the operand's lines. A row-major: rows a_row +
+        // a_pass i, columns a_k..a_k + 4 (a tile row is 2 runs, so the block's threads cover
+        // `threads / 2` rows a pass). A column-major: columns a_k + a_pass i, rows a_row..a_row
+        // + 4 (a tile column is `bm / 4` runs, so a pass covers `threads / (bm / 4)` columns).
+        // B row-major: row b_k, columns b_col..b_col + 4; B column-major: column b_col, rows
+        // b_k..b_k + 4 (a tile column is 2 runs).
+        let (a_row, a_k, a_pass) = if A_COLUMNS {
+            (tid % (bm / 4) * 4, tid / (bm / 4), threads(WN) / (bm / 4))
+        } else {
+            (tid / (BK / 4), tid % (BK / 4) * 4, threads(WN) / 2)
+        };
+        let (b_k, b_col) =
+            if B_COLUMNS { (tid % 2 * 4, tid / 2) } else { (tid / (bn / 4), tid % (bn / 4) * 4) };
+        // Row-major A: whether each run's row exists (the same for every tile).
         let a_rows_ok: [bool; LA] = core::array::from_fn(|i| row0 + a_row + a_pass * (i as u32) < m);
-        let mut a_ptr = a.wrapping_add(offset(row0 + a_row, a_k, lda));
-        let a_next_rows = a_pass as usize * lda as usize;
-        let mut b_ptr = b.wrapping_add(offset(b_k, col0 + b_col, ldb));
-        let b_step = BK as usize * ldb as usize;
+        let at = |row: u32, col: u32, ld: u32, columns: bool| {
+            if columns { offset(col, row, ld) } else { offset(row, col, ld) }
+        };
+        let mut a_ptr = a.wrapping_add(at(row0 + a_row, a_k, lda, A_COLUMNS));
+        let a_next = a_pass as usize * lda as usize;
+        let mut b_ptr = b.wrapping_add(at(b_k, col0 + b_col, ldb, B_COLUMNS));
+        let (a_step, b_step) = (
+            if A_COLUMNS { BK as usize * lda as usize } else { BK as usize },
+            if B_COLUMNS { BK as usize } else { BK as usize * ldb as usize },
+        );
 
         // Loads tile `k0` into registers (zeros outside A and B) and moves the pointers on.
         let mut load = |k0: u32| {
             // SAFETY: load4_global admits only elements inside A and B; VEC4's conditions are
-            // the host's dispatch (lda, ldb, k, n multiples of 4, 16-byte aligned a and b).
+            // the host's dispatch (16-byte aligned a and b, leading dimensions and the lengths
+            // of the lines read, k or m for A and n or k for B, multiples of 4).
             let staged = unsafe {
                 Staged {
                     a: core::array::from_fn(|i| {
-                        let ptr = a_ptr.wrapping_add(i * a_next_rows);
-                        load4_global::<VEC4>(ptr, a_rows_ok[i], k0 + a_k, k)
+                        let ptr = a_ptr.wrapping_add(i * a_next);
+                        if A_COLUMNS {
+                            let k_ok = k0 + a_k + a_pass * (i as u32) < k;
+                            load4_global::<VEC4>(ptr, k_ok, row0 + a_row, m)
+                        } else {
+                            load4_global::<VEC4>(ptr, a_rows_ok[i], k0 + a_k, k)
+                        }
                     }),
-                    b: load4_global::<VEC4>(b_ptr, k0 + b_k < k, col0 + b_col, n),
+                    b: if B_COLUMNS {
+                        load4_global::<VEC4>(b_ptr, col0 + b_col < n, k0 + b_k, k)
+                    } else {
+                        load4_global::<VEC4>(b_ptr, k0 + b_k < k, col0 + b_col, n)
+                    },
                 }
             };
-            a_ptr = a_ptr.wrapping_add(BK as usize);
+            a_ptr = a_ptr.wrapping_add(a_step);
             b_ptr = b_ptr.wrapping_add(b_step);
             staged
         };
@@ -145,12 +180,25 @@ pub(crate) mod device_code {
             // each slot has one writer.
             unsafe {
                 for (r, v) in s.a.iter().enumerate() {
-                    for (i, &x) in v.0.iter().enumerate() {
-                        let at = stage + (i as u32 * a_ld + a_pass * r as u32) * 4;
-                        st_shared_f32(a_store.offset_bytes(at), x);
+                    if A_COLUMNS {
+                        // A run along a column of A is along a row of the transposed tile.
+                        let at = stage + a_pass * r as u32 * a_ld * 4;
+                        st_shared_v4_f32(a_store.offset_bytes(at), *v);
+                    } else {
+                        for (i, &x) in v.0.iter().enumerate() {
+                            let at = stage + (i as u32 * a_ld + a_pass * r as u32) * 4;
+                            st_shared_f32(a_store.offset_bytes(at), x);
+                        }
                     }
                 }
-                st_shared_v4_f32(b_store.offset_bytes(stage), s.b);
+                if B_COLUMNS {
+                    // A run down a column of B goes down a column of the tile.
+                    for (i, &x) in s.b.0.iter().enumerate() {
+                        st_shared_f32(b_store.offset_bytes(stage + i as u32 * bn * 4), x);
+                    }
+                } else {
+                    st_shared_v4_f32(b_store.offset_bytes(stage), s.b);
+                }
             }
         };
         // The fragments of `k = p` of the stage at offset `stage`.
@@ -203,7 +251,7 @@ pub(crate) mod device_code {
         macro_rules! k_loop {
             ($busy:literal) => {
                 let mut k0 = BK;
-                if VEC4 || AHEAD == 2 {
+                if (VEC4 && !B_COLUMNS) || AHEAD == 2 {
                     // Two tiles per iteration, so that both stage offsets are constants in the
                     // code: no stage register, no moves of the fragments at the loop's back edge.
                     // With two tiles ahead the pending tile's registers alternate between the
@@ -224,7 +272,8 @@ pub(crate) mod device_code {
                 } else {
                     // One tile per iteration, the stage switched by XOR: with a 128 x 128
                     // tile, the scalar loads' 8 guards leave no room for the two-tile loop
-                    // within 128 registers (ptxas spills it).
+                    // within 128 registers (ptxas spills it), nor does a column-major B's
+                    // vector kept for its 4 scalar stores in the 16-byte entry.
                     let mut read = 0;
                     loop {
                         tile_step!(k0, read, read ^ stage, $busy);
@@ -254,12 +303,12 @@ pub(crate) mod device_code {
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with scalar global loads: any pointer, any `ld`.
-        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }, 1, false>
+        sgemm_double_buffered => gemm::<false, 8, 1, { WARPS_N as usize }, 1, false, false, false>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` with 16-byte global loads; the host launches it only
         /// when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n` multiples of 4.
-        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }, 1, false>
+        sgemm_double_buffered_vec4 => gemm::<true, 8, 1, { WARPS_N as usize }, 1, false, false, false>
     }
 }

@@ -42,6 +42,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 

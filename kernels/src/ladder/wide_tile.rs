@@ -27,6 +27,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Ladder,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 
@@ -44,13 +45,13 @@ mod device_code {
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, scalar global loads.
-        sgemm_wide_tile => gemm::<false, R, 2, { WARPS_N as usize }, 1, false>
+        sgemm_wide_tile => gemm::<false, R, 2, { WARPS_N as usize }, 1, false, false, false>
     }
 
     gemm_entry! { ladder:
         /// `C = alpha * A * B + beta * C` on 256 x 128 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).
-        sgemm_wide_tile_vec4 => gemm::<true, R, 2, { WARPS_N as usize }, 1, false>
+        sgemm_wide_tile_vec4 => gemm::<true, R, 2, { WARPS_N as usize }, 1, false, false, false>
     }
 }

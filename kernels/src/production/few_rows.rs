@@ -76,6 +76,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     min_blocks_per_sm: 2,
     k_slices: Some(SLICE),
     shapes: Shapes::FewRows(FEW),
+    reads_a_transposed: false,
     reads_b_transposed: false,
     // Every architecture: as the vector kernel.
     ..crate::production::vector::SPEC
@@ -116,6 +117,7 @@ pub const TALL_SPEC: KernelSpec = KernelSpec {
     vec4_entry: Some("sgemm_few_rows_tall_vec4"),
     summary: "few_rows over rows of tiles of 8, for products a little taller than 8 rows",
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
     ..SPEC
 };

@@ -21,6 +21,12 @@
 //!
 //! Like [`split_k`](crate::production::split_k) it takes the K slices of a split-K launch as a
 //! batch, so the host splits `K` for it by the same rule when its tiles do not fill the GPU.
+//!
+//! Its variants [`TN_SPEC`], [`NT_SPEC`] and [`TT_SPEC`] read `A`, `B` or both column-major
+//! (`A^T` or `B^T` stored row-major, as in attention's `Q K^T` and its gradients) as they lie,
+//! instead of after a transposed copy that reads and writes the whole operand once more than
+//! the product reads it: only the global loads change, the tiles in shared memory are the same
+//! (the shared body's `A_COLUMNS` and `B_COLUMNS`).
 
 use crate::infra::launch::{KernelSpec, Module, Padding, Shapes};
 use crate::ladder::warp_tile::{BK, bm, bn, smem_bytes, stage, threads};
@@ -47,8 +53,19 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
+
+/// [`SPEC`] on a column-major `A` ([`KernelSpec::reads_a_transposed`]).
+pub const TN_SPEC: KernelSpec =
+    SPEC.reading_columns(("small_tile_tn", "sgemm_small_tile_tn", "sgemm_small_tile_tn_vec4"), true, false);
+/// [`SPEC`] on a column-major `B` ([`KernelSpec::reads_b_transposed`]).
+pub const NT_SPEC: KernelSpec =
+    SPEC.reading_columns(("small_tile_nt", "sgemm_small_tile_nt", "sgemm_small_tile_nt_vec4"), false, true);
+/// [`SPEC`] on a column-major `A` and `B`.
+pub const TT_SPEC: KernelSpec =
+    SPEC.reading_columns(("small_tile_tt", "sgemm_small_tile_tt", "sgemm_small_tile_tt_vec4"), true, true);
 
 const _: () = assert!(
     bm(R) * BK / 4 == threads(WN) && BK * bn(WN) / 4 == threads(WN),
@@ -63,13 +80,44 @@ mod device_code {
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, scalar global loads.
-        sgemm_small_tile => gemm::<false, R, 1, WN, 2, true>
+        sgemm_small_tile => gemm::<false, R, 1, WN, 2, true, false, false>
     }
 
     gemm_entry! { production:
         /// `C = alpha * A * B + beta * C` on 64 x 64 tiles, 16-byte global loads (the host
         /// launches it only when `a` and `b` are 16-byte aligned and `lda`, `ldb`, `k`, `n`
         /// multiples of 4).
-        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN, 2, true>
+        sgemm_small_tile_vec4 => gemm::<true, R, 1, WN, 2, true, false, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile`] on a column-major `A`.
+        sgemm_small_tile_tn => gemm::<false, R, 1, WN, 2, true, true, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile_vec4`] on a column-major `A` (`lda`, `m`, `ldb`, `n` multiples of 4).
+        sgemm_small_tile_tn_vec4 => gemm::<true, R, 1, WN, 2, true, true, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile`] on a column-major `B`.
+        sgemm_small_tile_nt => gemm::<false, R, 1, WN, 2, true, false, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile_vec4`] on a column-major `B` (`lda`, `ldb`, `k` multiples of 4).
+        sgemm_small_tile_nt_vec4 => gemm::<true, R, 1, WN, 2, true, false, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile`] on a column-major `A` and `B`.
+        sgemm_small_tile_tt => gemm::<false, R, 1, WN, 2, true, true, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_small_tile_vec4`] on a column-major `A` and `B` (`lda`, `m`, `ldb`, `k`
+        /// multiples of 4).
+        sgemm_small_tile_tt_vec4 => gemm::<true, R, 1, WN, 2, true, true, true>
     }
 }

@@ -41,6 +41,17 @@ pub const SPEC: KernelSpec = KernelSpec {
     ..crate::ladder::double_buffering::SPEC
 };
 
+/// [`SPEC`] on a column-major `A` ([`KernelSpec::reads_a_transposed`]), read as it lies (the
+/// shared body's `A_COLUMNS`; the tiles in shared memory and the sums are the same).
+pub const TN_SPEC: KernelSpec =
+    SPEC.reading_columns(("split_k_tn", "sgemm_split_k_tn", "sgemm_split_k_tn_vec4"), true, false);
+/// [`SPEC`] on a column-major `B` ([`KernelSpec::reads_b_transposed`]).
+pub const NT_SPEC: KernelSpec =
+    SPEC.reading_columns(("split_k_nt", "sgemm_split_k_nt", "sgemm_split_k_nt_vec4"), false, true);
+/// [`SPEC`] on a column-major `A` and `B`.
+pub const TT_SPEC: KernelSpec =
+    SPEC.reading_columns(("split_k_tt", "sgemm_split_k_tt", "sgemm_split_k_tt_vec4"), true, true);
+
 /// Launch configuration of [`sgemm_split_k_reduce`](self).
 pub const REDUCE: KernelSpec = KernelSpec::elementwise(
     "split_k_reduce",
@@ -50,10 +61,13 @@ pub const REDUCE: KernelSpec = KernelSpec::elementwise(
 
 crate::infra::params::kernel_params! { $ reduce_entry,
     /// [`sgemm_split_k_reduce`](self)'s parameters: `workspace` holds `slices` row-major
-    /// `m x n` partials back to back; `a` (`m x tail`, `lda`) and `b` (`tail x n`, `ldb`) are
-    /// the columns of `A` and rows of `B` the slices left over; `C` is `m x n` with `ldc`.
+    /// `m x n` partials back to back; `a` (`m x tail`) and `b` (`tail x n`) are the columns of
+    /// `A` and rows of `B` the slices left over, element `(i, p)` of `a` at `a[i * a_row_step +
+    /// p * a_col_step]` (`(lda, 1)` row-major, `(1, lda)` column-major), likewise for `b`; `C` is
+    /// `m x n` with `ldc`.
     ReduceParams<In, Out> {
-        m: u32, n: u32, slices: u32, workspace: In, tail: u32, a: In, lda: u32, b: In, ldb: u32,
+        m: u32, n: u32, slices: u32, workspace: In, tail: u32,
+        a: In, a_row_step: u32, a_col_step: u32, b: In, b_row_step: u32, b_col_step: u32,
         alpha: f32, beta: f32, c: Out, ldc: u32,
     }
 }
@@ -118,25 +132,57 @@ pub(crate) mod device_code {
     }
 
     /// One K slice of a split-K launch (the batch member `blockIdx.z`): `double_buffered`
-    /// into that slice's partial of the workspace.
+    /// into that slice's partial of the workspace, reading `A` column-major where `AT`, `B`
+    /// where `BT`.
     ///
     /// # Safety
     /// The GEMM contract (see [`gemm_entry!`](crate::infra::device)) for the slice.
     #[inline(always)]
-    unsafe fn slice<const VEC4: bool>(args: GemmArgs) {
+    unsafe fn slice<const VEC4: bool, const AT: bool, const BT: bool>(args: GemmArgs) {
         // SAFETY: the caller's contract.
-        unsafe { gemm::<VEC4, 8, 1, { WARPS_N as usize }, 1, false>(args) }
+        unsafe { gemm::<VEC4, 8, 1, { WARPS_N as usize }, 1, false, AT, BT>(args) }
     }
 
     gemm_entry! { production:
         /// Split-K GEMM of one K slice per `blockIdx.z`, scalar global loads.
-        sgemm_split_k => slice::<false>
+        sgemm_split_k => slice::<false, false, false>
     }
 
     gemm_entry! { production:
         /// Split-K GEMM with 16-byte global loads (the `double_buffered_vec4` conditions, with
         /// the slice depth as `k`).
-        sgemm_split_k_vec4 => slice::<true>
+        sgemm_split_k_vec4 => slice::<true, false, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k`] on a column-major `A`.
+        sgemm_split_k_tn => slice::<false, true, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k_vec4`] on a column-major `A` (`lda`, `m`, `ldb`, `n` multiples of 4).
+        sgemm_split_k_tn_vec4 => slice::<true, true, false>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k`] on a column-major `B`.
+        sgemm_split_k_nt => slice::<false, false, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k_vec4`] on a column-major `B` (`lda`, `k`, `ldb` multiples of 4).
+        sgemm_split_k_nt_vec4 => slice::<true, false, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k`] on a column-major `A` and `B`.
+        sgemm_split_k_tt => slice::<false, true, true>
+    }
+
+    gemm_entry! { production:
+        /// [`sgemm_split_k_vec4`] on a column-major `A` and `B` (`lda`, `m`, `ldb`, `k`
+        /// multiples of 4).
+        sgemm_split_k_tt_vec4 => slice::<true, true, true>
     }
 
     /// `C = alpha * (sum_z partial_z + A[:, tail] B[tail, :]) + beta * C` over the `m x n`
@@ -146,13 +192,26 @@ pub(crate) mod device_code {
     ///
     /// # Safety
     /// `workspace` holds `slices` row-major `m x n` matrices back to back; `a` is valid for
-    /// `m x tail` with `lda`, `b` for `tail x n` with `ldb`; `c` for `m x n` with `ldc`;
+    /// `m x tail` with its steps, `b` for `tail x n` with its; `c` for `m x n` with `ldc`;
     /// launched with [`REDUCE`]'s block and grid.
     unsafe fn reduce(
-        ReduceParams { m, n, slices, workspace, tail, a, lda, b, ldb, alpha, beta, c, ldc }: ReduceParams<
-            *const f32,
-            *mut f32,
-        >,
+        ReduceParams {
+            m,
+            n,
+            slices,
+            workspace,
+            tail,
+            a,
+            a_row_step,
+            a_col_step,
+            b,
+            b_row_step,
+            b_col_step,
+            alpha,
+            beta,
+            c,
+            ldc,
+        }: ReduceParams<*const f32, *mut f32>,
     ) {
         // Launched early on sm_90 (see the module docs): the partials are complete only now.
         #[cfg(target_feature = "sm_90a")]
@@ -168,7 +227,15 @@ pub(crate) mod device_code {
                 // The columns the slices left over, one FMA each in order, as `dot` does, in
                 // groups of at most 8 (two values a term: larger groups would cost the
                 // kernel's occupancy more registers than the rare long tail is worth).
-                let load = |p| (*a.add(offset(row, p, lda)), *b.add(offset(p, col, ldb)));
+                let element = |x: *const f32, (i, j): (u32, u32), (step_i, step_j): (u32, u32)| {
+                    *x.add(i as usize * step_i as usize + j as usize * step_j as usize)
+                };
+                let load = |p| {
+                    (
+                        element(a, (row, p), (a_row_step, a_col_step)),
+                        element(b, (p, col), (b_row_step, b_col_step)),
+                    )
+                };
                 let fma_term = |sum, (x, y)| fma(x, y, sum);
                 let rest = match tail {
                     ..=4 => fold_in_groups::<4, _>(tail, load, fma_term),

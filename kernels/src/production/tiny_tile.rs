@@ -76,6 +76,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Production,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 

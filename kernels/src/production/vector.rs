@@ -78,6 +78,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: None,
     module: Module::Production,
     shapes: Shapes::Vector,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 

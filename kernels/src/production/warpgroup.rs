@@ -100,6 +100,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     arch: Some("sm_90a"),
     module: Module::Production,
     shapes: Shapes::Any,
+    reads_a_transposed: false,
     reads_b_transposed: false,
 };
 
