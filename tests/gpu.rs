@@ -516,7 +516,8 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
 
 #[test]
 fn tile_kernels_read_transposed_operands_as_they_lie() {
-    // `small_tile` and `split_k` (whole, and in K slices that leave a tail for the reduction)
+    // `small_tile`, `tiny_tile` and `split_k` (whole, and in K slices that leave a tail for the
+    // reduction)
     // on `A`, `B` or both stored transposed, where their 16-byte entries read them as they lie
     // (the variant is the kernel chosen), single and strided: the tiles in shared memory are
     // those of row-major copies, so the bits are the same kernel's on such copies (made here).
@@ -545,9 +546,13 @@ fn tile_kernels_read_transposed_operands_as_they_lie() {
         }
         out
     };
-    for (name, slices, variant) in
-        [("small_tile", None, "small_tile"), ("split_k", None, "split_k"), ("split_k", Some(3), "split_k")]
-    {
+    for (name, slices) in [
+        ("small_tile", None),
+        ("tiny_tile", None),
+        ("tiny_tile", Some(3)),
+        ("split_k", None),
+        ("split_k", Some(3)),
+    ] {
         let by_name = gpu.clone().with_kernel(name).unwrap().with_k_slices(slices).unwrap();
         for (m, n, k, batch) in
             [(64, 64, 64, 1), (132, 100, 1000, 1), (64, 64, 64, 7), (260, 36, 516, 3), (67, 40, 1001, 2)]
@@ -582,8 +587,7 @@ fn tile_kernels_read_transposed_operands_as_they_lie() {
                 let chosen =
                     by_name.chosen_for_host(batch, &a_view, &b_view, &MatRef::contiguous(&out, m, n));
                 let reads_as_it_lies = (!ta || m % 4 == 0) && (!tb || k % 4 == 0);
-                let expected =
-                    if reads_as_it_lies { format!("{variant}{suffix}") } else { variant.to_string() };
+                let expected = if reads_as_it_lies { format!("{name}{suffix}") } else { name.to_string() };
                 assert_eq!(chosen.spec.name, expected, "{label}");
             }
         }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use sgemm_kernels::helpers::{pad, scale, transpose};
-use sgemm_kernels::production::{few_rows, small_tile, split_k, vector};
+use sgemm_kernels::production::{few_rows, small_tile, split_k, tiny_tile, vector};
 use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
 
 /// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
@@ -182,8 +182,8 @@ fn add_launch_bounds(ptx: &str) -> String {
 }
 
 /// Every kernel the host may launch: the GEMM registry, `vector` (and its column variants),
-/// `few_rows` (and its tall and column-major-`B` variants), the variants of `small_tile` and
-/// `split_k` that read column-major operands, `scale_c`, `transpose`, `pad` and the split-K
+/// `few_rows` (and its tall and column-major-`B` variants), the variants of `small_tile`,
+/// `tiny_tile` and `split_k` that read column-major operands, `scale_c`, `transpose`, `pad` and the split-K
 /// reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
     GEMM_KERNELS.iter().chain([
@@ -198,6 +198,9 @@ fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
         &small_tile::TN_SPEC,
         &small_tile::NT_SPEC,
         &small_tile::TT_SPEC,
+        &tiny_tile::TN_SPEC,
+        &tiny_tile::NT_SPEC,
+        &tiny_tile::TT_SPEC,
         &split_k::TN_SPEC,
         &split_k::NT_SPEC,
         &split_k::TT_SPEC,

@@ -130,7 +130,8 @@ impl GpuKernel {
     /// if that entry loads it wide ([`KernelSpec::vec4_b`]), `B` allow it (they start 16-byte
     /// aligned, and their leading dimensions and the lengths of the lines the kernel reads
     /// them in, [`lines`](Self::lines), are multiples of 4, so every line starts 16-byte
-    /// aligned and no vector straddles a line's end), the scalar-load entry otherwise.
+    /// aligned and no vector straddles a line's end), the scalar-load entry otherwise (for a
+    /// kernel of one entry, that one).
     fn function_for(
         &self,
         aligned: bool,
@@ -145,13 +146,15 @@ impl GpuKernel {
     }
 
     /// Whether an `m x n x k` launch loads 16 bytes at a time: a kernel with only 16-byte
-    /// loads, or one whose 16-byte entry the conditions of [`function_for`](Self::function_for)
-    /// allow.
+    /// loads on copies it pads ([`Padding::Always`]), or one whose 16-byte entry the conditions
+    /// of [`function_for`](Self::function_for) allow (for a kernel whose one entry loads 16
+    /// bytes where they hold, [`Padding::AsTheyLie`], whether it can run at all).
     fn wide(&self, aligned: bool, lda: usize, ldb: usize, shape: (usize, usize, usize)) -> bool {
         let (a_line, b_line) = self.lines(shape);
         let wide_b = !self.spec.vec4_b || [ldb, b_line].iter().all(|x| x.is_multiple_of(4));
+        let sixteen_bytes = self.vec4.is_some() || self.spec.padding == Padding::AsTheyLie;
         self.spec.padding == Padding::Always
-            || (self.vec4.is_some() && aligned && [lda, a_line].iter().all(|x| x.is_multiple_of(4)) && wide_b)
+            || (sixteen_bytes && aligned && [lda, a_line].iter().all(|x| x.is_multiple_of(4)) && wide_b)
     }
 
     /// [`wide`](Self::wide) for a depth that is a multiple of 4 (a K slice's, chosen so).
@@ -242,8 +245,10 @@ struct Loaded {
     /// Its variants over a column-major `B`, read as it lies.
     few_rows_nt: GpuKernel,
     few_rows_nt_tall: GpuKernel,
-    /// The variants of `small_tile` and of `split_k` that read `A`, `B` or both column-major.
+    /// The variants of `small_tile`, `tiny_tile` and `split_k` that read `A`, `B` or both
+    /// column-major.
     small_tile_columns: Columns,
+    tiny_tile_columns: Columns,
     split_k_columns: Columns,
     scale_c: GpuKernel,
     transpose: GpuKernel,
@@ -412,6 +417,8 @@ impl Gpu {
         };
         let small_tile_columns =
             columns(small_tile::SPEC, [small_tile::TN_SPEC, small_tile::NT_SPEC, small_tile::TT_SPEC])?;
+        let tiny_tile_columns =
+            columns(tiny_tile::SPEC, [tiny_tile::TN_SPEC, tiny_tile::NT_SPEC, tiny_tile::TT_SPEC])?;
         let split_k_columns = columns(split_k::SPEC, [split_k::TN_SPEC, split_k::NT_SPEC, split_k::TT_SPEC])?;
         let scale_c = load(scale::SPEC)?;
         let transpose = load(transpose::SPEC)?;
@@ -461,6 +468,7 @@ impl Gpu {
             few_rows_nt,
             few_rows_nt_tall,
             small_tile_columns,
+            tiny_tile_columns,
             split_k_columns,
             scale_c,
             transpose,
@@ -627,7 +635,8 @@ impl Gpu {
     /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
     /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
     /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]). Where its `A` or `B` is
-    /// column-major, the variant of [`SMALL_TILE_KERNEL`] or [`STRICT_KERNEL`] that reads them
+    /// column-major, the variant of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] or
+    /// [`STRICT_KERNEL`] that reads them
     /// as they lie, where its 16-byte entry can (leading dimensions and the lengths of the lines
     /// read multiples of 4); the cost model then also counts, for each tile kernel that would
     /// read a copy instead, the time of the copies.
@@ -685,7 +694,8 @@ impl Gpu {
     /// - of a few-rows kernel (`few_rows`, its tall variant, or theirs that read `B`
     ///   column-major) the one for `B`'s layout, whatever `A`'s (a kernel that reads `B`
     ///   column-major takes no other: a row-major `B` goes to the one that reads it row-major);
-    /// - of `small_tile` or `split_k` (or one of their variants) the variant for both layouts
+    /// - of `small_tile`, `tiny_tile` or `split_k` (or one of their variants) the variant for
+    ///   both layouts
     ///   where `wide` says its 16-byte entry reads the operands as they lie, else the kernel
     ///   that reads row-major operands (to which the call gives copies);
     /// - any other kernel itself.
@@ -705,6 +715,7 @@ impl Gpu {
         }
         let families = [
             (&loaded.production[loaded.small_tile], &loaded.small_tile_columns),
+            (&loaded.production[loaded.tiny_tile], &loaded.tiny_tile_columns),
             (&loaded.production[loaded.strict], &loaded.split_k_columns),
         ];
         match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
@@ -1535,7 +1546,7 @@ fn oriented<R: View, W: View>(kernel: &GpuKernel, a: &R, b: &R, c: W) -> W {
 /// the copies' launch and per copied element.
 fn pads(padding: Padding, copied: usize, (m, n, k): (usize, usize, usize)) -> bool {
     match padding {
-        Padding::Never => false,
+        Padding::Never | Padding::AsTheyLie => false,
         Padding::Always => true,
         Padding::Above { fixed, per_copied } => {
             copied == 0
@@ -1891,6 +1902,9 @@ mod tests {
             &small_tile::TN_SPEC,
             &small_tile::NT_SPEC,
             &small_tile::TT_SPEC,
+            &tiny_tile::TN_SPEC,
+            &tiny_tile::NT_SPEC,
+            &tiny_tile::TT_SPEC,
             &split_k::TN_SPEC,
             &split_k::NT_SPEC,
             &split_k::TT_SPEC,

@@ -84,6 +84,11 @@ pub enum Padding {
     /// element, worth `per_copied`) cost less than the 4-byte entry's slower loop would over
     /// the whole product.
     Above { fixed: u64, per_copied: u32 },
+    /// Never, and [`entry`](KernelSpec::entry) itself loads 16 bytes at a time (there is no
+    /// 4-byte variant): the host launches the kernel only on operands whose lines it reads 16
+    /// bytes at a time as they lie (16-byte aligned, leading dimensions and the lengths of the
+    /// lines read multiples of 4), and gives others to a kernel that reads copies.
+    AsTheyLie,
 }
 
 /// The shapes of `C` a kernel computes.
@@ -134,22 +139,22 @@ impl Module {
 }
 
 impl KernelSpec {
-    /// The variant of this kernel named `name` (entries `entry` and `vec4_entry`) that reads
-    /// `A` column-major where `a_columns`, `B` where `b_columns`
-    /// ([`reads_a_transposed`](Self::reads_a_transposed),
-    /// [`reads_b_transposed`](Self::reads_b_transposed)), the same otherwise. The host gives it
-    /// only operands its 16-byte entry reads as they lie, so it never pads them.
+    /// The variant of this kernel named `name` that reads `A` column-major where `a_columns`,
+    /// `B` where `b_columns` ([`reads_a_transposed`](Self::reads_a_transposed),
+    /// [`reads_b_transposed`](Self::reads_b_transposed)), the same otherwise, with one entry,
+    /// `entry`, of 16-byte loads, which the host launches only on operands it reads as they lie
+    /// ([`Padding::AsTheyLie`]).
     pub const fn reading_columns(
         self,
-        (name, entry, vec4_entry): (&'static str, &'static str, &'static str),
+        (name, entry): (&'static str, &'static str),
         a_columns: bool,
         b_columns: bool,
     ) -> Self {
         Self {
             name,
             entry,
-            vec4_entry: Some(vec4_entry),
-            padding: Padding::Never,
+            vec4_entry: None,
+            padding: Padding::AsTheyLie,
             reads_a_transposed: a_columns,
             reads_b_transposed: b_columns,
             ..self

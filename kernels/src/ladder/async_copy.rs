@@ -109,7 +109,7 @@ mod device_code {
         };
         // The fragments of `k = p` of the stage at `at`.
         // SAFETY: a stage whose copies completed before the last barrier.
-        let fragments = |at: SharedAddr, p: u32| unsafe { tile.fragments(at, p) };
+        let fragments = |at: SharedAddr, p: u32| unsafe { tile.fragments(at, p, BN) };
         let mut acc = [[0.0f32; 8]; 8];
         let compute = |stage: u32| {
             let at = base.offset_bytes(stage);

@@ -62,7 +62,9 @@ const _: () = assert!(
 pub(crate) mod device_code {
     use crate::infra::device::*;
     use crate::infra::ptx::{F32x4, SharedAddr, st_shared_f32, st_shared_v4_f32};
-    use crate::ladder::warp_tile::{BK, WARPS_N, WarpTile, a_ld, a_tile, bm, bn, stage, threads, warp_m};
+    use crate::ladder::warp_tile::{
+        BK, WARPS_N, WarpTile, a_ld, a_tile, bm, bn, smem_bytes, stage, threads, warp_m,
+    };
 
     /// One stage's worth of global data held in registers between its load and its store:
     /// `LA` 4-vectors of `A` (rows half a block's thread count apart) and one of `B`.
@@ -111,7 +113,17 @@ pub(crate) mod device_code {
     ) {
         const { assert!(LA * 4 * WN == R, "128 WN threads load a 16 R x 8 tile of A as LA vectors each") };
         const { assert!(AHEAD == 1 || AHEAD == 2, "one or two tiles loaded ahead") };
-        let (bm, bn, a_ld, a_tile, stage) = (bm(R), bn(WN), a_ld(R), a_tile(R), stage(R, WN));
+        const {
+            assert!(
+                2 * (a_tile(R) + BK * (bn(WN) + 4) * 4) <= smem_bytes(2 * stage(R, WN), WN),
+                "two stages with the B tile's rows padded fit the shared memory the epilogue takes"
+            )
+        };
+        // The B tile's rows are 4 floats longer where B is read column-major: the two runs of a
+        // column that a warp's lanes store fall 16 banks apart.
+        let b_ld = if B_COLUMNS { bn(WN) + 4 } else { bn(WN) };
+        let (bm, bn, a_ld, a_tile) = (bm(R), bn(WN), a_ld(R), a_tile(R));
+        let stage = a_tile + BK * b_ld * 4;
         let tid = thread_x();
         let (row0, col0) = (block_y() * bm, block_x() * bn);
         let tile = WarpTile::<R, WN>::of(tid);
@@ -174,7 +186,7 @@ pub(crate) mod device_code {
         // SAFETY: the dynamic shared memory base; the launch sizes it (SPEC.smem_bytes).
         let base = unsafe { SharedAddr::of(smem) };
         let a_store = base.offset_bytes((a_k * a_ld + a_row) * 4);
-        let b_store = base.offset_bytes(a_tile + (b_k * bn + b_col) * 4);
+        let b_store = base.offset_bytes(a_tile + (b_k * b_ld + b_col) * 4);
         let store = |stage: u32, s: &Staged<LA>| {
             // SAFETY: 16-byte aligned slots of the stage not being read (see the module doc);
             // each slot has one writer.
@@ -194,7 +206,7 @@ pub(crate) mod device_code {
                 if B_COLUMNS {
                     // A run down a column of B goes down a column of the tile.
                     for (i, &x) in s.b.0.iter().enumerate() {
-                        st_shared_f32(b_store.offset_bytes(stage + i as u32 * bn * 4), x);
+                        st_shared_f32(b_store.offset_bytes(stage + i as u32 * b_ld * 4), x);
                     }
                 } else {
                     st_shared_v4_f32(b_store.offset_bytes(stage), s.b);
@@ -203,7 +215,7 @@ pub(crate) mod device_code {
         };
         // The fragments of `k = p` of the stage at offset `stage`.
         // SAFETY: a stage written before the last barrier.
-        let fragments = |stage: u32, p: u32| unsafe { tile.fragments(base.offset_bytes(stage), p) };
+        let fragments = |stage: u32, p: u32| unsafe { tile.fragments(base.offset_bytes(stage), p, b_ld) };
 
         let mut acc = [[0.0f32; 8]; R];
         let staged = load(0);
@@ -251,7 +263,7 @@ pub(crate) mod device_code {
         macro_rules! k_loop {
             ($busy:literal) => {
                 let mut k0 = BK;
-                if (VEC4 && !B_COLUMNS) || AHEAD == 2 {
+                if VEC4 || AHEAD == 2 {
                     // Two tiles per iteration, so that both stage offsets are constants in the
                     // code: no stage register, no moves of the fragments at the loop's back edge.
                     // With two tiles ahead the pending tile's registers alternate between the

@@ -82,7 +82,7 @@ pub use device_code::*;
 
 #[cfg(target_arch = "nvptx64")]
 mod device_code {
-    use super::{STAGE_BYTES, STAGE_LD, WARP_N, a_ld, a_tile, bn, warp_m};
+    use super::{STAGE_BYTES, STAGE_LD, WARP_N, a_ld, a_tile, warp_m};
     use crate::infra::device::{offset, update_c_runs};
     use crate::infra::ptx::{
         F32x4, SharedAddr, ld_shared_f32, ld_shared_v4_f32, st_shared_v4_f32, sync_warp,
@@ -103,7 +103,6 @@ mod device_code {
         const WARP_M: u32 = warp_m(R);
         const A_LD: u32 = a_ld(R);
         const A_TILE: u32 = a_tile(R);
-        const BN: u32 = bn(WN);
 
         /// The layout for thread `tid` of a block of [`threads(WN)`](super::threads).
         #[inline(always)]
@@ -157,17 +156,18 @@ mod device_code {
         }
 
         /// The thread's `A` and `B` fragments for `k = p` of the stage at `stage` (the `A`
-        /// tile, then the `B` tile, as [`stage`](super::stage) lays them out).
+        /// tile, then the `B` tile, as [`stage`](super::stage) lays them out, with the `B`
+        /// tile's rows `b_ld` floats apart: [`bn`](super::bn), or more where padded).
         ///
         /// # Safety
         /// `stage` is a 16-byte aligned stage inside this block's shared memory, written
-        /// before a barrier this thread has passed.
+        /// before a barrier this thread has passed; `b_ld` a multiple of 4 of at least `bn`.
         #[inline(always)]
-        pub unsafe fn fragments(&self, stage: SharedAddr, p: u32) -> ([f32; R], [f32; 8]) {
+        pub unsafe fn fragments(&self, stage: SharedAddr, p: u32, b_ld: u32) -> ([f32; R], [f32; 8]) {
             unsafe {
                 (
                     self.a_fragment(stage.offset_bytes(p * Self::A_LD * 4)),
-                    self.b_fragment(stage.offset_bytes(Self::A_TILE + p * Self::BN * 4)),
+                    self.b_fragment(stage.offset_bytes(Self::A_TILE + p * b_ld * 4)),
                 )
             }
         }

@@ -58,14 +58,11 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 /// [`SPEC`] on a column-major `A` ([`KernelSpec::reads_a_transposed`]).
-pub const TN_SPEC: KernelSpec =
-    SPEC.reading_columns(("small_tile_tn", "sgemm_small_tile_tn", "sgemm_small_tile_tn_vec4"), true, false);
+pub const TN_SPEC: KernelSpec = SPEC.reading_columns(("small_tile_tn", "sgemm_small_tile_tn"), true, false);
 /// [`SPEC`] on a column-major `B` ([`KernelSpec::reads_b_transposed`]).
-pub const NT_SPEC: KernelSpec =
-    SPEC.reading_columns(("small_tile_nt", "sgemm_small_tile_nt", "sgemm_small_tile_nt_vec4"), false, true);
+pub const NT_SPEC: KernelSpec = SPEC.reading_columns(("small_tile_nt", "sgemm_small_tile_nt"), false, true);
 /// [`SPEC`] on a column-major `A` and `B`.
-pub const TT_SPEC: KernelSpec =
-    SPEC.reading_columns(("small_tile_tt", "sgemm_small_tile_tt", "sgemm_small_tile_tt_vec4"), true, true);
+pub const TT_SPEC: KernelSpec = SPEC.reading_columns(("small_tile_tt", "sgemm_small_tile_tt"), true, true);
 
 const _: () = assert!(
     bm(R) * BK / 4 == threads(WN) && BK * bn(WN) / 4 == threads(WN),
@@ -91,33 +88,18 @@ mod device_code {
     }
 
     gemm_entry! { production:
-        /// [`sgemm_small_tile`] on a column-major `A`.
-        sgemm_small_tile_tn => gemm::<false, R, 1, WN, 2, true, true, false>
-    }
-
-    gemm_entry! { production:
         /// [`sgemm_small_tile_vec4`] on a column-major `A` (`lda`, `m`, `ldb`, `n` multiples of 4).
-        sgemm_small_tile_tn_vec4 => gemm::<true, R, 1, WN, 2, true, true, false>
+        sgemm_small_tile_tn => gemm::<true, R, 1, WN, 2, true, true, false>
     }
 
     gemm_entry! { production:
-        /// [`sgemm_small_tile`] on a column-major `B`.
-        sgemm_small_tile_nt => gemm::<false, R, 1, WN, 2, true, false, true>
-    }
-
-    gemm_entry! { production:
-        /// [`sgemm_small_tile_vec4`] on a column-major `B` (`lda`, `ldb`, `k` multiples of 4).
-        sgemm_small_tile_nt_vec4 => gemm::<true, R, 1, WN, 2, true, false, true>
-    }
-
-    gemm_entry! { production:
-        /// [`sgemm_small_tile`] on a column-major `A` and `B`.
-        sgemm_small_tile_tt => gemm::<false, R, 1, WN, 2, true, true, true>
+        /// [`sgemm_small_tile_vec4`] on a column-major `B` (`lda`, `k`, `ldb` multiples of 4).
+        sgemm_small_tile_nt => gemm::<true, R, 1, WN, 2, true, false, true>
     }
 
     gemm_entry! { production:
         /// [`sgemm_small_tile_vec4`] on a column-major `A` and `B` (`lda`, `m`, `ldb`, `k`
         /// multiples of 4).
-        sgemm_small_tile_tt_vec4 => gemm::<true, R, 1, WN, 2, true, true, true>
+        sgemm_small_tile_tt => gemm::<true, R, 1, WN, 2, true, true, true>
     }
 }

@@ -43,14 +43,11 @@ pub const SPEC: KernelSpec = KernelSpec {
 
 /// [`SPEC`] on a column-major `A` ([`KernelSpec::reads_a_transposed`]), read as it lies (the
 /// shared body's `A_COLUMNS`; the tiles in shared memory and the sums are the same).
-pub const TN_SPEC: KernelSpec =
-    SPEC.reading_columns(("split_k_tn", "sgemm_split_k_tn", "sgemm_split_k_tn_vec4"), true, false);
+pub const TN_SPEC: KernelSpec = SPEC.reading_columns(("split_k_tn", "sgemm_split_k_tn"), true, false);
 /// [`SPEC`] on a column-major `B` ([`KernelSpec::reads_b_transposed`]).
-pub const NT_SPEC: KernelSpec =
-    SPEC.reading_columns(("split_k_nt", "sgemm_split_k_nt", "sgemm_split_k_nt_vec4"), false, true);
+pub const NT_SPEC: KernelSpec = SPEC.reading_columns(("split_k_nt", "sgemm_split_k_nt"), false, true);
 /// [`SPEC`] on a column-major `A` and `B`.
-pub const TT_SPEC: KernelSpec =
-    SPEC.reading_columns(("split_k_tt", "sgemm_split_k_tt", "sgemm_split_k_tt_vec4"), true, true);
+pub const TT_SPEC: KernelSpec = SPEC.reading_columns(("split_k_tt", "sgemm_split_k_tt"), true, true);
 
 /// Launch configuration of [`sgemm_split_k_reduce`](self).
 pub const REDUCE: KernelSpec = KernelSpec::elementwise(
@@ -155,34 +152,19 @@ pub(crate) mod device_code {
     }
 
     gemm_entry! { production:
-        /// [`sgemm_split_k`] on a column-major `A`.
-        sgemm_split_k_tn => slice::<false, true, false>
-    }
-
-    gemm_entry! { production:
         /// [`sgemm_split_k_vec4`] on a column-major `A` (`lda`, `m`, `ldb`, `n` multiples of 4).
-        sgemm_split_k_tn_vec4 => slice::<true, true, false>
-    }
-
-    gemm_entry! { production:
-        /// [`sgemm_split_k`] on a column-major `B`.
-        sgemm_split_k_nt => slice::<false, false, true>
+        sgemm_split_k_tn => slice::<true, true, false>
     }
 
     gemm_entry! { production:
         /// [`sgemm_split_k_vec4`] on a column-major `B` (`lda`, `k`, `ldb` multiples of 4).
-        sgemm_split_k_nt_vec4 => slice::<true, false, true>
-    }
-
-    gemm_entry! { production:
-        /// [`sgemm_split_k`] on a column-major `A` and `B`.
-        sgemm_split_k_tt => slice::<false, true, true>
+        sgemm_split_k_nt => slice::<true, false, true>
     }
 
     gemm_entry! { production:
         /// [`sgemm_split_k_vec4`] on a column-major `A` and `B` (`lda`, `m`, `ldb`, `k`
         /// multiples of 4).
-        sgemm_split_k_tt_vec4 => slice::<true, true, true>
+        sgemm_split_k_tt => slice::<true, true, true>
     }
 
     /// `C = alpha * (sum_z partial_z + A[:, tail] B[tail, :]) + beta * C` over the `m x n`
