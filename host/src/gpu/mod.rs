@@ -184,6 +184,17 @@ pub struct Gpu {
     slices: Option<usize>,
 }
 
+/// What decides whether a kernel reads a call's operands as they lie: `batch` members of an
+/// `m x n x k` shape (the row-major problem's), the leading dimensions of `A` and `B`, and
+/// whether every line of both starts 16-byte aligned.
+#[derive(Clone, Copy, Debug)]
+struct Operands {
+    batch: usize,
+    shape: (usize, usize, usize),
+    lds: (usize, usize),
+    aligned: bool,
+}
+
 /// A tile kernel's variants that read a column-major `A` (`tn`), `B` (`nt`) or both (`tt`)
 /// as they lie.
 struct Columns {
@@ -636,10 +647,10 @@ impl Gpu {
     /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
     /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]). Where its `A` or `B` is
     /// column-major, the variant of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] or
-    /// [`STRICT_KERNEL`] that reads them
-    /// as they lie, where its 16-byte entry can (leading dimensions and the lengths of the lines
-    /// read multiples of 4); the cost model then also counts, for each tile kernel that would
-    /// read a copy instead, the time of the copies.
+    /// [`STRICT_KERNEL`] that reads them as they lie, where its 16-byte entry can (leading
+    /// dimensions and the lengths of the lines read multiples of 4) and, for a column-major `B`,
+    /// a single product's K slices leave no columns of `K` over; the cost model then also
+    /// counts, for each tile kernel that would read a copy instead, the time of the copies.
     pub fn chosen_for_views(
         &self,
         batch: usize,
@@ -668,11 +679,10 @@ impl Gpu {
         };
         // The kernel a call runs where the first is chosen (operands taken as 16-byte aligned:
         // a call that finds them otherwise copies them, as it would for the kernel chosen).
-        let reading =
-            |kernel: &GpuKernel| self.reading(kernel, layouts, |v| v.wide(true, lda, ldb, (m, n, k))).spec;
+        let operands = Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: true };
         // The elements of a member that a call copies (transposed) before `kernel` runs.
         let copied = |kernel: &GpuKernel| {
-            let read = reading(kernel);
+            let read = self.reading(kernel, layouts, operands).spec;
             let a_copied = layouts.0 == Layout::ColMajor && !read.reads_a_transposed;
             let b_copied = layouts.1 == Layout::ColMajor && !read.reads_b_transposed;
             usize::from(a_copied) * m * k + usize::from(b_copied) * k * n
@@ -686,7 +696,7 @@ impl Gpu {
         {
             return &self.loaded.few_rows_nt_tall;
         }
-        self.reading(kernel, layouts, |v| v.wide(true, lda, ldb, (m, n, k)))
+        self.reading(kernel, layouts, operands)
     }
 
     /// The kernel of `kernel`'s family that reads `A` and `B` stored in `layouts` (the
@@ -695,15 +705,15 @@ impl Gpu {
     ///   column-major) the one for `B`'s layout, whatever `A`'s (a kernel that reads `B`
     ///   column-major takes no other: a row-major `B` goes to the one that reads it row-major);
     /// - of `small_tile`, `tiny_tile` or `split_k` (or one of their variants) the variant for
-    ///   both layouts
-    ///   where `wide` says its 16-byte entry reads the operands as they lie, else the kernel
-    ///   that reads row-major operands (to which the call gives copies);
+    ///   both layouts where it runs on these `operands`
+    ///   ([`reads_as_they_lie`](Self::reads_as_they_lie)), else the kernel that reads
+    ///   row-major operands (to which the call gives copies);
     /// - any other kernel itself.
     fn reading<'s>(
         &'s self,
         kernel: &'s GpuKernel,
         layouts: (Layout, Layout),
-        wide: impl Fn(&GpuKernel) -> bool,
+        operands: Operands,
     ) -> &'s GpuKernel {
         let loaded = &self.loaded;
         let pairs =
@@ -720,9 +730,28 @@ impl Gpu {
         ];
         match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
         {
-            Some((rows, columns)) => columns.reading(layouts).filter(|v| wide(v)).unwrap_or(rows),
+            Some((rows, columns)) => {
+                columns.reading(layouts).filter(|v| self.reads_as_they_lie(v, operands)).unwrap_or(rows)
+            }
             None => kernel,
         }
+    }
+
+    /// Whether `variant`, a kernel that reads column-major operands with one 16-byte entry
+    /// ([`Padding::AsTheyLie`]), runs on `operands`: its entry reads them as they lie
+    /// ([`GpuKernel::wide`]), and, where it reads `B` column-major, a single product's K slices
+    /// leave no columns of `K` over. The reduction would multiply those by `B`'s columns one
+    /// column a thread, a warp's 32 loads 32 columns apart, which costs more than the copy of
+    /// `B` it saves (measured: `docs/performance-notes.md`).
+    fn reads_as_they_lie(&self, variant: &GpuKernel, operands: Operands) -> bool {
+        let Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned } = operands;
+        if !variant.wide(aligned, lda, ldb, (m, n, k)) {
+            return false;
+        }
+        // Slices of a 16-byte kernel are a multiple of 4 deep (`split_k`): `k mod 4 slices`
+        // columns are left over.
+        let slices = if batch == 1 { self.k_slices(variant, m, n, k) } else { 1 };
+        !variant.spec.reads_b_transposed || k.is_multiple_of(4 * slices)
     }
 
     /// [`chosen_for`](Self::chosen_for).
@@ -896,8 +925,11 @@ impl Gpu {
         // that reads an operand column-major takes no other: a row-major one goes to the one
         // that reads it row-major).
         let aligned = a.lines_aligned(a_step) && b.lines_aligned(b_step);
-        let kernel =
-            self.reading(kernel, (a.layout(), b.layout()), |v| v.wide(aligned, a.ld(), b.ld(), (m, n, k)));
+        let kernel = self.reading(
+            kernel,
+            (a.layout(), b.layout()),
+            Operands { batch, shape: (m, n, k), lds: (a.ld(), b.ld()), aligned },
+        );
         match work(m, n, k, alpha, beta) {
             Work::Nothing => return Ok(()),
             Work::ScaleC => return self.enqueue_scale_c(beta, batch, c, c_step),
