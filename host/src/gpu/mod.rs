@@ -139,6 +139,8 @@ impl GpuKernel {
         ldb: usize,
         shape: (usize, usize, usize),
     ) -> &CudaFunction {
+        // A kernel of one 16-byte entry is given only operands it reads (`Gpu::reading`).
+        debug_assert!(self.spec.padding != Padding::AsTheyLie || self.wide(aligned, lda, ldb, shape));
         match &self.vec4 {
             Some(vec4) if self.wide(aligned, lda, ldb, shape) => vec4,
             _ => &self.function,
