@@ -517,7 +517,7 @@ fn offsets_past_2_to_the_32_elements_index_correctly() {
 #[test]
 fn tile_kernels_read_transposed_operands_as_they_lie() {
     // `small_tile`, `tiny_tile` and `split_k` (whole, and in K slices, which may leave a tail
-    // for the reduction: then only a column-major `A` is read as it lies)
+    // for the reduction: then only a column-major `A` is read as it lies, and `B` copied)
     // on `A`, `B` or both stored transposed, where their 16-byte entries read them as they lie
     // (the variant is the kernel chosen), single and strided: the tiles in shared memory are
     // those of row-major copies, so the bits are the same kernel's on such copies (made here).
@@ -591,10 +591,17 @@ fn tile_kernels_read_transposed_operands_as_they_lie() {
                 let out = vec![0.0f32; m * n];
                 let chosen =
                     by_name.chosen_for_host(batch, &a_view, &b_view, &MatRef::contiguous(&out, m, n));
-                // A column-major B only where K slices leave no columns over.
+                // A column-major B only where K slices leave no columns over; with both
+                // column-major, else A as it lies and a copy of B.
                 let slices = if batch == 1 { by_name.k_slices(kernel, m, n, k) } else { 1 };
-                let reads_as_it_lies = (!ta || m % 4 == 0) && (!tb || k % (4 * slices) == 0);
-                let expected = if reads_as_it_lies { format!("{name}{suffix}") } else { name.to_string() };
+                let (a_as_it_lies, b_as_it_lies) = (!ta || m % 4 == 0, !tb || k % (4 * slices) == 0);
+                let expected = if a_as_it_lies && b_as_it_lies {
+                    format!("{name}{suffix}")
+                } else if ta && tb && m % 4 == 0 && n % 4 == 0 {
+                    format!("{name}_tn")
+                } else {
+                    name.to_string()
+                };
                 assert_eq!(chosen.spec.name, expected, "{label}");
             }
         }

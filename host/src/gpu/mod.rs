@@ -188,13 +188,13 @@ pub struct Gpu {
 
 /// What decides whether a kernel reads a call's operands as they lie: `batch` members of an
 /// `m x n x k` shape (the row-major problem's), the leading dimensions of `A` and `B`, and
-/// whether every line of both starts 16-byte aligned.
+/// whether every line of each starts 16-byte aligned.
 #[derive(Clone, Copy, Debug)]
 struct Operands {
     batch: usize,
     shape: (usize, usize, usize),
     lds: (usize, usize),
-    aligned: bool,
+    aligned: (bool, bool),
 }
 
 /// A tile kernel's variants that read a column-major `A` (`tn`), `B` (`nt`) or both (`tt`)
@@ -681,7 +681,7 @@ impl Gpu {
         };
         // The kernel a call runs where the first is chosen (operands taken as 16-byte aligned:
         // a call that finds them otherwise copies them, as it would for the kernel chosen).
-        let operands = Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: true };
+        let operands = Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: (true, true) };
         // The elements of a member that a call copies (transposed) before `kernel` runs.
         let copied = |kernel: &GpuKernel| {
             let read = self.reading(kernel, layouts, operands).spec;
@@ -708,8 +708,9 @@ impl Gpu {
     ///   column-major takes no other: a row-major `B` goes to the one that reads it row-major);
     /// - of `small_tile`, `tiny_tile` or `split_k` (or one of their variants) the variant for
     ///   both layouts where it runs on these `operands`
-    ///   ([`reads_as_they_lie`](Self::reads_as_they_lie)), else the kernel that reads
-    ///   row-major operands (to which the call gives copies);
+    ///   ([`reads_as_they_lie`](Self::reads_as_they_lie)), else, with both column-major, the
+    ///   one for a column-major `A` where it runs on `A` and a copy of `B`, else the kernel that
+    ///   reads row-major operands (to which the call gives copies);
     /// - any other kernel itself.
     fn reading<'s>(
         &'s self,
@@ -733,7 +734,16 @@ impl Gpu {
         match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
         {
             Some((rows, columns)) => {
-                columns.reading(layouts).filter(|v| self.reads_as_they_lie(v, operands)).unwrap_or(rows)
+                let fits = |v: &&GpuKernel, operands| self.reads_as_they_lie(v, operands);
+                // Else, with both column-major, the variant that reads A as it lies and a
+                // row-major copy of B (rows of `n` floats, 16-byte aligned).
+                let (lda, n) = (operands.lds.0, operands.shape.1);
+                let b_copied = Operands { lds: (lda, n), aligned: (operands.aligned.0, true), ..operands };
+                columns
+                    .reading(layouts)
+                    .filter(|v| fits(v, operands))
+                    .or_else(|| columns.reading((layouts.0, Layout::RowMajor)).filter(|v| fits(v, b_copied)))
+                    .unwrap_or(rows)
             }
             None => kernel,
         }
@@ -746,7 +756,8 @@ impl Gpu {
     /// column a thread, a warp's 32 loads 32 columns apart, which costs more than the copy of
     /// `B` it saves (measured: `docs/performance-notes.md`).
     fn reads_as_they_lie(&self, variant: &GpuKernel, operands: Operands) -> bool {
-        let Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned } = operands;
+        let Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: (a_aligned, b_aligned) } = operands;
+        let aligned = a_aligned && b_aligned;
         if !variant.wide(aligned, lda, ldb, (m, n, k)) {
             return false;
         }
@@ -926,7 +937,7 @@ impl Gpu {
         // The kernel's variant that reads the operands as they lie, where it has one (a kernel
         // that reads an operand column-major takes no other: a row-major one goes to the one
         // that reads it row-major).
-        let aligned = a.lines_aligned(a_step) && b.lines_aligned(b_step);
+        let aligned = (a.lines_aligned(a_step), b.lines_aligned(b_step));
         let kernel = self.reading(
             kernel,
             (a.layout(), b.layout()),
