@@ -114,3 +114,27 @@ pub const GEMM_KERNELS: &[KernelSpec] = &[
     production::warpgroup::SPEC,
     production::specialized::SPEC,
 ];
+
+/// The GEMM kernels the host chooses by shape and layout but that are not picked by name: the
+/// matrix-vector kernel and its variants for columns, `few_rows` and its tall and
+/// column-major-`B` variants, and the variants of `small_tile`, `tiny_tile` and `split_k` that
+/// read column-major operands. They take [`GEMM_KERNELS`]' parameters and launch conventions.
+pub const GEMM_VARIANTS: &[KernelSpec] = &[
+    production::vector::SPEC,
+    production::vector::COLUMN_SPEC,
+    production::vector::NARROW_SPEC,
+    production::vector::STAGED_SPEC,
+    production::few_rows::SPEC,
+    production::few_rows::TALL_SPEC,
+    production::few_rows::NT_SPEC,
+    production::few_rows::NT_TALL_SPEC,
+    production::small_tile::TN_SPEC,
+    production::small_tile::NT_SPEC,
+    production::small_tile::TT_SPEC,
+    production::tiny_tile::TN_SPEC,
+    production::tiny_tile::NT_SPEC,
+    production::tiny_tile::TT_SPEC,
+    production::split_k::TN_SPEC,
+    production::split_k::NT_SPEC,
+    production::split_k::TT_SPEC,
+];

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use sgemm_kernels::helpers::{pad, scale, transpose};
-use sgemm_kernels::production::{few_rows, small_tile, split_k, tiny_tile, vector};
-use sgemm_kernels::{GEMM_KERNELS, KernelSpec, Module};
+use sgemm_kernels::production::split_k;
+use sgemm_kernels::{GEMM_KERNELS, GEMM_VARIANTS, KernelSpec, Module};
 
 /// The nightly toolchain that compiles the kernels (rustc's `nvptx64-nvidia-cuda` backend and
 /// `-Zbuild-std=core` need one), with the components that build needs. Only this command uses
@@ -181,29 +181,10 @@ fn add_launch_bounds(ptx: &str) -> String {
     out
 }
 
-/// Every kernel the host may launch: the GEMM registry, `vector` (and its column variants),
-/// `few_rows` (and its tall and column-major-`B` variants), the variants of `small_tile`,
-/// `tiny_tile` and `split_k` that read column-major operands, `scale_c`, `transpose`, `pad` and the split-K
-/// reduction.
+/// Every kernel the host may launch: the GEMM registry, the kernels it chooses by shape and
+/// layout ([`GEMM_VARIANTS`]), `scale_c`, `transpose`, `pad` and the split-K reduction.
 fn all_specs() -> impl Iterator<Item = &'static KernelSpec> {
-    GEMM_KERNELS.iter().chain([
-        &vector::SPEC,
-        &vector::COLUMN_SPEC,
-        &vector::NARROW_SPEC,
-        &vector::STAGED_SPEC,
-        &few_rows::SPEC,
-        &few_rows::TALL_SPEC,
-        &few_rows::NT_SPEC,
-        &few_rows::NT_TALL_SPEC,
-        &small_tile::TN_SPEC,
-        &small_tile::NT_SPEC,
-        &small_tile::TT_SPEC,
-        &tiny_tile::TN_SPEC,
-        &tiny_tile::NT_SPEC,
-        &tiny_tile::TT_SPEC,
-        &split_k::TN_SPEC,
-        &split_k::NT_SPEC,
-        &split_k::TT_SPEC,
+    GEMM_KERNELS.iter().chain(GEMM_VARIANTS).chain([
         &scale::SPEC,
         &transpose::SPEC,
         &pad::SPEC,

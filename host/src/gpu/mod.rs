@@ -1712,6 +1712,8 @@ fn alloc_error(bytes: usize) -> impl FnOnce(DriverError) -> Error {
 mod tests {
     use super::*;
 
+    use sgemm_kernels::GEMM_VARIANTS;
+
     #[test]
     fn thin_products_go_to_the_kernels_made_for_them() {
         use Skinny::*;
@@ -1935,27 +1937,11 @@ mod tests {
             c: (),
             ldc: 0,
         });
-        let gemm_entries: Vec<&str> = (GEMM_KERNELS.iter().chain([
-            &vector::SPEC,
-            &vector::COLUMN_SPEC,
-            &vector::NARROW_SPEC,
-            &vector::STAGED_SPEC,
-            &few_rows::SPEC,
-            &few_rows::TALL_SPEC,
-            &few_rows::NT_SPEC,
-            &few_rows::NT_TALL_SPEC,
-            &small_tile::TN_SPEC,
-            &small_tile::NT_SPEC,
-            &small_tile::TT_SPEC,
-            &tiny_tile::TN_SPEC,
-            &tiny_tile::NT_SPEC,
-            &tiny_tile::TT_SPEC,
-            &split_k::TN_SPEC,
-            &split_k::NT_SPEC,
-            &split_k::TT_SPEC,
-        ]))
-        .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
-        .collect();
+        let gemm_entries: Vec<&str> = GEMM_KERNELS
+            .iter()
+            .chain(GEMM_VARIANTS)
+            .flat_map(|s| std::iter::once(s.entry).chain(s.vec4_entry))
+            .collect();
         let mut checked = 0;
         for (major, minor) in [(8, 0), (9, 0)] {
             let images = images_for(major, minor).unwrap();
