@@ -225,11 +225,12 @@ fn gpu_batches_of_columns_give_what_their_members_give_alone() {
     }
 }
 
-/// Batches of 9 to 16 rows a member (up to 32 from `NT_TALL_BATCH_DEEP` on) over a `B` stored
-/// transposed, which `few_rows_nt_tall` reads as it lies: every member must give the bits of
-/// the same product alone (which the suites check against the reference), with members of `A`
-/// a multiple of 4 floats apart (16-byte loads where `k` allows) and an odd distance apart, odd
-/// depths, a partial last block of columns, and one `B` for every member (stride 0). A batch
+/// Batches of 9 to 16 rows a member (up to 32 from `NT_TALL_BATCH_DEEP` on, where the tile
+/// kernels would copy `B`; only up to 16 from there where they read it as it lies) over a `B`
+/// stored transposed, which `few_rows_nt_tall` reads as it lies: every member must give the bits
+/// of the same product alone (which the suites check against the reference), with members of
+/// `A` a multiple of 4 floats apart (16-byte loads where `k` allows) and an odd distance apart,
+/// odd depths, a partial last block of columns, and one `B` for every member (stride 0). A batch
 /// too shallow (`NT_TALL_BATCH_DEPTH`), or too tall for its depth (`TALL_ROWS`), goes to the
 /// tile kernels, a single product of that shape does not.
 #[test]
@@ -239,7 +240,10 @@ fn gpu_batches_over_a_column_major_b_give_what_their_members_give_alone() {
         return;
     };
     let batch = 5;
-    for (m, k) in [(16, sgemm::gpu::NT_TALL_BATCH_DEPTH - 1), (17, sgemm::gpu::NT_TALL_BATCH_DEEP - 1)] {
+    let deep = sgemm::gpu::NT_TALL_BATCH_DEEP;
+    // Odd depths (the tile kernels copy B), then depths they read B at as it lies.
+    for (m, k) in [(16, sgemm::gpu::NT_TALL_BATCH_DEPTH - 1), (17, deep - 1), (16, deep - 4), (17, 2 * deep)]
+    {
         let n = 128;
         let data = vec![0.0f32; n * k];
         let (a, b_t) = (MatRef::contiguous(&data, m, k), MatRef::contiguous(&data, n, k).t());
@@ -248,9 +252,9 @@ fn gpu_batches_over_a_column_major_b_give_what_their_members_give_alone() {
         assert_eq!(gpu.chosen_for_host(1, &a, &b_t, &c).spec.name, "few_rows_nt_tall");
     }
     let cases = [
-        (16, 300, 128, 0, true),
+        (16, 300, 1024, 0, true),
         (13, 1001, 167, 1, true),
-        (16, 64, 1000, 4, false),
+        (16, 64, 1001, 4, false),
         (9, 4099, 83, 3, true),
         (29, 100, 1025, 0, true),
     ];

@@ -331,16 +331,19 @@ pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
 
 /// The least depth at which a batch of more than one product of at most [`TALL_ROWS`] rows over
-/// a column-major `B` takes `few_rows_nt_tall` (taller members only from
-/// [`NT_TALL_BATCH_DEEP`]). A single product of so few rows leaves a tile kernel most of the GPU
-/// idle, a batch fills it; and each of the tall variant's passes over `B` ends in the warp-wide
-/// additions of its sums, a fixed cost that only a deep enough `K`, and few passes, repay
-/// against the copy of `B` and the tile kernels (measured: `docs/performance-notes.md`).
+/// a column-major `B` that the tile kernels would copy takes `few_rows_nt_tall` (taller members
+/// only from [`NT_TALL_BATCH_DEEP`]). A single product of so few rows leaves a tile kernel most
+/// of the GPU idle, a batch fills it; and each of the tall variant's passes over `B` ends in the
+/// warp-wide additions of its sums, a fixed cost that only a deep enough `K`, and few passes,
+/// repay against the copy of `B` and the tile kernels (measured: `docs/performance-notes.md`).
 pub const NT_TALL_BATCH_DEPTH: usize = 80;
 
 /// The depth from which a batch of up to [`NT_TALL_ROWS`] rows a member over a column-major `B`
-/// takes `few_rows_nt_tall`: the warp-wide additions are then a small share of each pass, and
-/// its passes over `B` cost less than the copy's (measured: `docs/performance-notes.md`).
+/// that the tile kernels would copy takes `few_rows_nt_tall`: the warp-wide additions are then
+/// a small share of each pass, and its passes over `B` cost less than the copy's. Where the tile
+/// kernel chosen reads `B` as it lies, only members of at most [`TALL_ROWS`] rows from this
+/// depth on take it: its two passes over a deep `B` then beat the tile's one, which every other
+/// batch of these measured against (`docs/performance-notes.md`).
 pub const NT_TALL_BATCH_DEEP: usize = 1024;
 
 /// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
@@ -647,8 +650,9 @@ impl Gpu {
     /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
     /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
     /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
-    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]). Where its `A` or `B` is
-    /// column-major, the variant of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] or
+    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]; where the tile kernel
+    /// chosen reads `B` as it lies, up to [`TALL_ROWS`] from [`NT_TALL_BATCH_DEEP`]). Where its
+    /// `A` or `B` is column-major, the variant of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] or
     /// [`STRICT_KERNEL`] that reads them as they lie, where its 16-byte entry can (leading
     /// dimensions and the lengths of the lines read multiples of 4) and, for a column-major `B`,
     /// a single product's K slices leave no columns of `K` over; the cost model then also
@@ -690,15 +694,19 @@ impl Gpu {
             usize::from(a_copied) * m * k + usize::from(b_copied) * k * n
         };
         let kernel = self.chosen_by_shape(layout, batch, rows, cols, k, copied);
-        let b_layout = layouts.1;
+        let read = self.reading(kernel, layouts, operands);
+        let batch_tall = match read.spec.reads_b_transposed {
+            true => m <= TALL_ROWS && k >= NT_TALL_BATCH_DEEP,
+            false => (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH) || k >= NT_TALL_BATCH_DEEP,
+        };
         if self.kernel.is_none()
-            && b_layout == Layout::ColMajor
+            && layouts.1 == Layout::ColMajor
             && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
-            && (batch == 1 || (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH) || k >= NT_TALL_BATCH_DEEP)
+            && (batch == 1 || batch_tall)
         {
             return &self.loaded.few_rows_nt_tall;
         }
-        self.reading(kernel, layouts, operands)
+        read
     }
 
     /// The kernel of `kernel`'s family that reads `A` and `B` stored in `layouts` (the
