@@ -1810,6 +1810,8 @@ mod tests {
         assert!(pads(strict, 0, (5, 5, 5)));
         assert!(pads(Padding::Always, both((5, 5, 5)), (5, 5, 5)));
         assert!(!pads(Padding::Never, 0, (4096, 4096, 4096)));
+        // A kernel that takes only operands it reads as they lie never pads them.
+        assert!(!pads(Padding::AsTheyLie, both((4095, 4095, 4095)), (4095, 4095, 4095)));
     }
 
     #[test]
