@@ -3,6 +3,8 @@
 
 use std::io::Write;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use sgemm::{DeviceMatMut, DeviceMatRef, Error, Layout, MatMut, MatRef, Precision};
 use sgemm_check::gpu_or_skip;
 use sgemm_check::suite as check;
@@ -524,26 +526,20 @@ fn tile_kernels_read_transposed_operands_as_they_lie() {
     // Non-integer values, so that a sum in another order would differ. An odd `m` or `k` (a
     // transposed operand's lines of no whole 4-vectors) goes to the copy, with the same bits.
     let Some(gpu) = gpu_or_skip("tile_kernels_read_transposed_operands_as_they_lie") else { return };
-    let values = |len: usize, salt: u64| -> Vec<f32> {
-        let mut x = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    // `batch` members of a `rows x cols` matrix stored column-major with leading dimension
+    // `ld`, `cols * ld` apart, NaN between their columns; and their row-major copies.
+    let stored_transposed = |batch: usize, (rows, cols, ld): (usize, usize, usize), seed: u64| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let member = cols * ld;
+        let data: Vec<f32> = (0..batch * member)
+            .map(|i| match check::in_matrix(Layout::ColMajor, rows, cols, ld, i % member) {
+                true => rng.random_range(-1.0f32..1.0),
+                false => f32::NAN,
             })
-            .collect()
-    };
-    // Row-major `rows x cols` stored transposed (column-major, leading dimension `ld`).
-    let stored_transposed = |x: &[f32], rows: usize, cols: usize, ld: usize| {
-        let mut out = vec![f32::NAN; cols * ld];
-        for i in 0..rows {
-            for j in 0..cols {
-                out[j * ld + i] = x[i * cols + j];
-            }
-        }
-        out
+            .collect();
+        let row_major: Vec<f32> =
+            data.chunks(member).flat_map(|x| MatRef::col_major(x, rows, cols, ld).to_row_major()).collect();
+        (data, row_major)
     };
     for (name, slices) in [
         ("small_tile", None),
@@ -555,21 +551,19 @@ fn tile_kernels_read_transposed_operands_as_they_lie() {
         let by_name = gpu.clone().with_kernel(name).unwrap().with_k_slices(slices).unwrap();
         let kernel = gpu.kernel(name).unwrap();
         for (m, n, k, batch) in [
-            (64, 64, 64, 1),
+            (64usize, 64usize, 64usize, 1usize),
             (132, 100, 1008, 1),
             (96, 80, 1000, 1),
             (64, 64, 64, 7),
             (260, 36, 516, 3),
             (67, 40, 1001, 2),
         ] {
-            let (a, b) = (values(batch * m * k, 1), values(batch * k * n, 2));
-            let c0 = values(batch * m * n, 3);
-            let members = |x: &[f32], rows: usize, cols: usize, ld: usize| -> Vec<f32> {
-                x.chunks(rows * cols).flat_map(|member| stored_transposed(member, rows, cols, ld)).collect()
-            };
             // Leading dimensions padded to a multiple of 4 where the shape is one.
             let (lda_t, ldb_t) = (m.next_multiple_of(4), k.next_multiple_of(4));
-            let (a_t, b_t) = (members(&a, m, k, lda_t), members(&b, k, n, ldb_t));
+            let ((a_t, a), (b_t, b)) =
+                (stored_transposed(batch, (m, k, lda_t), 1), stored_transposed(batch, (k, n, ldb_t), 2));
+            let mut rng = StdRng::seed_from_u64(3);
+            let c0: Vec<f32> = (0..batch * m * n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
             let run = |a_view: MatRef, a_step: usize, b_view: MatRef, b_step: usize| {
                 let mut c = c0.clone();
                 let a_s = sgemm::Strided::new(a_view, a_step);

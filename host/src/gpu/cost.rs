@@ -154,9 +154,9 @@ const COSTS: [(&str, Cost); 4] = [
 ];
 
 /// Microseconds per million elements of an operand that a call copies (reads and writes once,
-/// `transpose`) before a tile kernel that cannot read it as it lies: what the copies of `A^T`
-/// added to `small_tile` and `specialized` on batches of 512 members on an H200, 2.0-2.5
-/// (`docs/performance-notes.md`, "Transposed operands read as they lie").
+/// `transpose`) before a tile kernel that cannot read it as it lies, fitted to what the copies
+/// add to the tile kernels' batches (`docs/performance-notes.md`, "Transposed operands read as
+/// they lie").
 const COPY_PER_MILLION: f64 = 2.3;
 
 /// The predicted time, in microseconds, of copying `elements` elements of operands.

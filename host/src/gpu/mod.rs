@@ -158,11 +158,6 @@ impl GpuKernel {
         self.spec.padding == Padding::Always
             || (sixteen_bytes && aligned && [lda, a_line].iter().all(|x| x.is_multiple_of(4)) && wide_b)
     }
-
-    /// [`wide`](Self::wide) for a depth that is a multiple of 4 (a K slice's, chosen so).
-    fn wide_unless_k(&self, aligned: bool, lda: usize, ldb: usize, (m, n): (usize, usize)) -> bool {
-        self.wide(aligned, lda, ldb, (m, n, 0))
-    }
 }
 
 /// A CUDA device ready to run GEMMs, with the options its calls use (the [`Precision`], or a
@@ -341,9 +336,8 @@ pub const NT_TALL_BATCH_DEPTH: usize = 80;
 /// The depth from which a batch of up to [`NT_TALL_ROWS`] rows a member over a column-major `B`
 /// that the tile kernels would copy takes `few_rows_nt_tall`: the warp-wide additions are then
 /// a small share of each pass, and its passes over `B` cost less than the copy's. Where the tile
-/// kernel chosen reads `B` as it lies, only members of at most [`TALL_ROWS`] rows from this
-/// depth on take it: its two passes over a deep `B` then beat the tile's one, which every other
-/// batch of these measured against (`docs/performance-notes.md`).
+/// kernel chosen reads `B` as it lies, only members of at most [`TALL_ROWS`] rows (two passes
+/// over `B`) from this depth on take it (measured: `docs/performance-notes.md`).
 pub const NT_TALL_BATCH_DEEP: usize = 1024;
 
 /// The fewest K slices of `vector`'s minimum depth that send a single row deeper than `2 n` to
@@ -765,14 +759,14 @@ impl Gpu {
     /// `B` it saves (measured: `docs/performance-notes.md`).
     fn reads_as_they_lie(&self, variant: &GpuKernel, operands: Operands) -> bool {
         let Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: (a_aligned, b_aligned) } = operands;
-        let aligned = a_aligned && b_aligned;
-        if !variant.wide(aligned, lda, ldb, (m, n, k)) {
+        if !variant.wide(a_aligned && b_aligned, lda, ldb, (m, n, k)) {
             return false;
         }
         // Slices of a 16-byte kernel are a multiple of 4 deep (`split_k`): `k mod 4 slices`
-        // columns are left over.
-        let slices = if batch == 1 { self.k_slices(variant, m, n, k) } else { 1 };
-        !variant.spec.reads_b_transposed || k.is_multiple_of(4 * slices)
+        // columns are left over; only a single product is split.
+        !variant.spec.reads_b_transposed
+            || batch != 1
+            || k.is_multiple_of(4 * self.k_slices(variant, m, n, k))
     }
 
     /// [`chosen_for`](Self::chosen_for).
@@ -1152,7 +1146,8 @@ impl Gpu {
     ) -> Result<()> {
         // A multiple of 4 where the slices load 16 bytes at a time, so that their loads stay
         // aligned; any depth for 4-byte loads, leaving the reduction fewer columns.
-        let wide = kernel.wide_unless_k(aligned, lda, ldb, (m, b_cols));
+        // (Whether the slices load 16 bytes at a time at a depth that is a multiple of 4: 0.)
+        let wide = kernel.wide(aligned, lda, ldb, (m, b_cols, 0));
         let depth = if wide { k / slices / 4 * 4 } else { k / slices };
         let done = slices * depth;
         let len = slices * m * n;

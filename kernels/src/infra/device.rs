@@ -502,8 +502,8 @@ impl GemmParams<*const f32, *mut f32> {
     }
 }
 
-/// The first step of every production GEMM entry and of the copies (`transpose`, `pad`): on
-/// sm_90, waits until the kernels queued before this one on its stream have completed and their
+/// The first step of every production GEMM entry, of the copies (`transpose`, `pad`) and of
+/// the split-K reduction: on sm_90, waits until the kernels queued before this one on its stream have completed and their
 /// writes are visible (`griddepcontrol.wait`), so that the host may launch the entry as a
 /// programmatic dependent of the copies queued before it (`gpu::dependent_launch` on the host);
 /// at once when it was launched as usual, and nothing on older architectures, which have no

@@ -284,8 +284,7 @@ pub(crate) mod device_code {
                 } else {
                     // One tile per iteration, the stage switched by XOR: with a 128 x 128
                     // tile, the scalar loads' 8 guards leave no room for the two-tile loop
-                    // within 128 registers (ptxas spills it), nor does a column-major B's
-                    // vector kept for its 4 scalar stores in the 16-byte entry.
+                    // within 128 registers (ptxas spills it).
                     let mut read = 0;
                     loop {
                         tile_step!(k0, read, read ^ stage, $busy);

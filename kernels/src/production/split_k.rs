@@ -196,8 +196,7 @@ pub(crate) mod device_code {
         }: ReduceParams<*const f32, *mut f32>,
     ) {
         // Launched early on sm_90 (see the module docs): the partials are complete only now.
-        #[cfg(target_feature = "sm_90a")]
-        crate::infra::ptx::griddepcontrol_wait();
+        wait_for_earlier_kernels();
         let (row, col) = element(&REDUCE);
         if row < m && col < n {
             let stride = m as usize * n as usize;
