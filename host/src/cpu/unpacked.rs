@@ -684,9 +684,11 @@ mod tests {
             Layout::ColMajor => MatRef::col_major(&data, rows, cols, ld),
         };
         let (rows_fit, k) = (max_b_copy() / 256, packed::sum_depth(uk, 256, 256).min(256));
-        // Within one sum, both operands within the L2 share, rows of B 300 floats apart.
-        assert!(fits_one_thread(uk, 256, 300, k, &b(Layout::RowMajor, k, 300, 300)));
-        assert!(fits_one_thread(uk, 256, 300, k, &b(Layout::ColMajor, k, 300, k)));
+        // Within one sum, both operands within the L2 share (of this CPU's L2: 512 KB on a Zen 3
+        // holds 256 x 256 values of each), rows of B at most 300 floats apart.
+        let (m, n) = (256.min(max_b_copy() / k), 300.min(max_b_copy() / k));
+        assert!(fits_one_thread(uk, m, n, k, &b(Layout::RowMajor, k, n, n)));
+        assert!(fits_one_thread(uk, m, n, k, &b(Layout::ColMajor, k, n, k)));
         // Rows of B a multiple of 4 KB apart: as the view lies, or as the copy lays them.
         assert!(!fits_one_thread(uk, 256, 300, k, &b(Layout::RowMajor, k, 300, 1024)));
         assert!(!fits_one_thread(uk, 256, 1024, k, &b(Layout::ColMajor, k, 1024, k)));
