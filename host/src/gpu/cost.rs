@@ -52,7 +52,7 @@
 use sgemm_kernels::KernelSpec;
 use sgemm_kernels::production::{small_tile, specialized, split_k, tiny_tile};
 
-use super::{member_groups, most_slices, tiles};
+use super::{member_groups, most_slices, slices_fit, tiles};
 
 /// One tile kernel's coefficients (microseconds; `per_partial` and `per_output` per million
 /// elements).
@@ -187,7 +187,8 @@ impl Cost {
     }
 
     /// The K slices to cut a single `m x n x k` product into: of the counts split-K allows
-    /// ([`most_slices`]), the one with the least predicted time, the fewest on a tie.
+    /// ([`most_slices`], [`slices_fit`]), the one with the least predicted time, the fewest on a
+    /// tie.
     pub(crate) fn slices(
         &self,
         spec: &KernelSpec,
@@ -196,6 +197,7 @@ impl Cost {
         (m, n, k): (usize, usize, usize),
     ) -> usize {
         (1..=most_slices(spec, slots, m, n, k))
+            .filter(|&s| slices_fit(spec, k, s))
             .map(|s| (s, self.time(spec, slots, sm_count, 1, (m, n, k), s)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map_or(1, |(s, _)| s)

@@ -320,9 +320,10 @@ pub const SMALL_K: usize = warpgroup::BK as usize - 1;
 pub const TALL_ROWS: usize = 2 * few_rows::FEW;
 
 /// The most rows of a product over a column-major `B` (the row-major problem's) that
-/// `few_rows_nt_tall` computes, wherever `B` lies: each row of tiles reads `B` once more, four
-/// passes at most, against the two of a transposed copy before a tile kernel's own (measured:
-/// `docs/performance-notes.md`).
+/// `few_rows_nt_tall` computes where the tile kernel chosen would read a copy of `B`: each row
+/// of tiles reads `B` once more, four passes at most, against the two of a transposed copy
+/// before a tile kernel's own. A tile kernel that reads `B` as it lies outruns it from
+/// [`TALL_ROWS`] rows on (measured: `docs/performance-notes.md`).
 pub const NT_TALL_ROWS: usize = 4 * few_rows::FEW;
 
 /// The least depth at which a batch of more than one product of at most [`TALL_ROWS`] rows over
@@ -643,13 +644,17 @@ impl Gpu {
     /// one and reads the matrix as it lies (no copy of it is made). Where the row-major
     /// problem's `B` is column-major, the few-rows kernels that read such a `B` as it lies:
     /// `few_rows_nt` where the choice is `few_rows`, and `few_rows_nt_tall` for products of more
-    /// rows, up to [`NT_TALL_ROWS`] (in a batch, up to [`TALL_ROWS`] and deep enough,
-    /// [`NT_TALL_BATCH_DEPTH`], or deeper still: [`NT_TALL_BATCH_DEEP`]; where the tile kernel
-    /// chosen reads `B` as it lies, up to [`TALL_ROWS`] from [`NT_TALL_BATCH_DEEP`]). Where its
+    /// rows: a single product up to [`TALL_ROWS`], or up to [`NT_TALL_ROWS`] where the tile
+    /// kernel chosen would read a copy of `B`; a batch up to [`TALL_ROWS`] rows a member and deep
+    /// enough, [`NT_TALL_BATCH_DEPTH`], or up to [`NT_TALL_ROWS`] deeper still,
+    /// [`NT_TALL_BATCH_DEEP`]; where the tile kernel chosen reads `B` as it lies, up to
+    /// [`TALL_ROWS`] from [`NT_TALL_BATCH_DEEP`]. Where its
     /// `A` or `B` is column-major, the variant of [`SMALL_TILE_KERNEL`], [`TINY_TILE_KERNEL`] or
     /// [`STRICT_KERNEL`] that reads them as they lie, where its 16-byte entry can (leading
     /// dimensions and the lengths of the lines read multiples of 4) and, for a column-major `B`,
-    /// a single product's K slices leave no columns of `K` over; the cost model then also
+    /// a single product's K slices leave no columns of `K` over (the model gives such a variant
+    /// only counts that leave none, and it runs where predicted no slower in them than the
+    /// kernel for row-major operands on a copy of `B`: [`slices_fit`]); the cost model then also
     /// counts, for each tile kernel that would read a copy instead, the time of the copies.
     pub fn chosen_for_views(
         &self,
@@ -689,14 +694,15 @@ impl Gpu {
         };
         let kernel = self.chosen_by_shape(layout, batch, rows, cols, k, copied);
         let read = self.reading(kernel, layouts, operands);
-        let batch_tall = match read.spec.reads_b_transposed {
-            true => m <= TALL_ROWS && k >= NT_TALL_BATCH_DEEP,
-            false => (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH) || k >= NT_TALL_BATCH_DEEP,
+        let tall = match (batch, read.spec.reads_b_transposed) {
+            (1, reads_b) => m <= TALL_ROWS || !reads_b,
+            (_, true) => m <= TALL_ROWS && k >= NT_TALL_BATCH_DEEP,
+            (_, false) => (m <= TALL_ROWS && k >= NT_TALL_BATCH_DEPTH) || k >= NT_TALL_BATCH_DEEP,
         };
         if self.kernel.is_none()
             && layouts.1 == Layout::ColMajor
             && (few_rows::FEW + 1..=NT_TALL_ROWS).contains(&m)
-            && (batch == 1 || batch_tall)
+            && tall
         {
             return &self.loaded.few_rows_nt_tall;
         }
@@ -736,7 +742,9 @@ impl Gpu {
         match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
         {
             Some((rows, columns)) => {
-                let fits = |v: &&GpuKernel, operands| self.reads_as_they_lie(v, operands);
+                let fits = |v: &&GpuKernel, operands| {
+                    self.reads_as_they_lie(v, operands) && self.slices_pay(v, rows, operands)
+                };
                 // Else, with both column-major, the variant that reads A as it lies and a
                 // row-major copy of B (rows of `n` floats, 16-byte aligned).
                 let (lda, n) = (operands.lds.0, operands.shape.1);
@@ -767,6 +775,26 @@ impl Gpu {
         !variant.spec.reads_b_transposed
             || batch != 1
             || k.is_multiple_of(4 * self.k_slices(variant, m, n, k))
+    }
+
+    /// Whether `variant`, where it reads a single product's column-major `B` as it lies, is
+    /// predicted no slower in the K slices it may take ([`slices_fit`]: none leaves columns of
+    /// `K` over) than `rows`, the kernel of its family that reads row-major operands, in its own
+    /// slices after a copy of `B`. Always where the model has no coefficients for them, for
+    /// batches (which are not split) and for slices given by hand.
+    fn slices_pay(&self, variant: &GpuKernel, rows: &GpuKernel, operands: Operands) -> bool {
+        let Operands { batch, shape: (m, n, k), .. } = operands;
+        if !variant.spec.reads_b_transposed || batch != 1 || self.slices.is_some() {
+            return true;
+        }
+        let sm_count = self.loaded.info.sm_count as usize;
+        let time = |kernel: &GpuKernel| {
+            kernel.cost.map(|cost| cost.predict(&kernel.spec, self.slots(kernel), sm_count, 1, (m, n, k)))
+        };
+        match (time(variant), time(rows)) {
+            (Some(read), Some(copied)) => read <= copied + cost::copies(k * n),
+            _ => true,
+        }
     }
 
     /// [`chosen_for`](Self::chosen_for).
@@ -1639,9 +1667,20 @@ fn padding_copies(
 /// [`slice_count`].
 fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> usize {
     match spec.k_slices {
-        Some(shallowest) => slice_count(tiles(spec, m, n), slots, k, shallowest as usize),
+        Some(shallowest) => {
+            slice_count(tiles(spec, m, n), slots, k, shallowest as usize, |s| slices_fit(spec, k, s))
+        }
         None => 1,
     }
+}
+
+/// Whether `slices` K slices of a `K` of `k` suit `spec`: any count, except for a kernel that
+/// reads `B` column-major, whose slices (each a multiple of 4 deep, for its 16-byte loads) must
+/// leave no columns of `K` over. The reduction would multiply those by `B`'s columns one column
+/// a thread, a warp's 32 loads 32 columns apart, which costs more than the split gains; the
+/// count that divides `k / 4` evenly is taken instead (measured: `docs/performance-notes.md`).
+pub(crate) fn slices_fit(spec: &KernelSpec, k: usize, slices: usize) -> bool {
+    !spec.reads_b_transposed || k.is_multiple_of(4 * slices)
 }
 
 /// The most K slices the cost model may cut an `m x n x k` product into on a tile kernel of
@@ -1665,14 +1704,20 @@ fn deepest_split(spec: &KernelSpec, k: usize) -> usize {
 
 /// [`Gpu::k_slices`] for a grid of `tiles` blocks on `slots` resident ones, an inner dimension
 /// `k` and slices at least `shallowest` deep: 1 when the tiles fill the slots, else the count
-/// from 1 to [`MAX_SLICES`] whose waves are fullest (the fewest on a tie).
-fn slice_count(tiles: usize, slots: usize, k: usize, shallowest: usize) -> usize {
+/// from 1 to [`MAX_SLICES`] that `fits` whose waves are fullest (the fewest on a tie).
+fn slice_count(
+    tiles: usize,
+    slots: usize,
+    k: usize,
+    shallowest: usize,
+    fits: impl Fn(usize) -> bool,
+) -> usize {
     if tiles >= slots {
         return 1;
     }
     let fullness = |s: usize| (tiles * s) as f64 / ((tiles * s).div_ceil(slots) * slots) as f64;
     let mut best = 1;
-    for s in 2..=MAX_SLICES.min(k / shallowest) {
+    for s in (2..=MAX_SLICES.min(k / shallowest)).filter(|&s| fits(s)) {
         if fullness(s) > fullness(best) {
             best = s;
         }
@@ -1811,24 +1856,34 @@ mod tests {
 
     #[test]
     fn split_k_fills_waves_within_its_bounds() {
+        let any = |_: usize| true;
         // The H100's counts (132 SMs): the wgmma kernels 1 block per SM, split_k and few_rows 2,
         // small_tile 4; tile kernels' slices at least their tile height, few_rows's 128 rows.
-        assert_eq!(slice_count(264, 264, 4096, 128), 1, "a full wave is not split");
+        assert_eq!(slice_count(264, 264, 4096, 128, any), 1, "a full wave is not split");
         assert_eq!(
-            slice_count(64, 132, 1024, 128),
+            slice_count(64, 132, 1024, 128, any),
             2,
             "1024^3 on the wgmma kernels: two slices fill 128 of 132"
         );
-        assert_eq!(slice_count(32, 264, 1024, 128), 8, "8 x 1024 x 1024 on few_rows");
-        assert_eq!(slice_count(4, 264, 100, 128), 1, "a k shallower than two slices is not split");
+        assert_eq!(slice_count(32, 264, 1024, 128, any), 8, "8 x 1024 x 1024 on few_rows");
+        assert_eq!(slice_count(4, 264, 100, 128, any), 1, "a k shallower than two slices is not split");
+        // Only counts that divide 1024 / 4 (a column-major B read as it lies): 8 x 1024 x 1024
+        // on few_rows still takes 8; where 3 slices of 1000 would fill one wave, 5 (two waves,
+        // 83% full) are the fullest of those that divide it.
+        let quads = |k: usize| move |s: usize| k.is_multiple_of(4 * s);
+        assert_eq!(slice_count(32, 264, 1024, 128, quads(1024)), 8);
+        assert_eq!(slice_count(88, 264, 1000, 128, any), 3);
+        assert_eq!(slice_count(88, 264, 1000, 128, quads(1000)), 5);
         for tiles in 1..300 {
             for (slots, k, shallowest) in
                 [(132, 8192, 128), (264, 1000, 128), (528, 300, 64), (528, 4096, 64)]
             {
-                let s = slice_count(tiles, slots, k, shallowest);
+                let s = slice_count(tiles, slots, k, shallowest, any);
                 assert!((1..=MAX_SLICES).contains(&s), "{tiles} {slots} {k}: {s}");
                 assert!(s == 1 || k / s >= shallowest, "{tiles} {slots} {k}: {s} slices too shallow");
                 assert!(s == 1 || tiles < slots, "{tiles} {slots}: a full grid split");
+                let fitting = slice_count(tiles, slots, k, shallowest, quads(k));
+                assert!(k.is_multiple_of(4 * fitting) || fitting == 1, "{tiles} {slots} {k}: {fitting}");
             }
         }
     }
