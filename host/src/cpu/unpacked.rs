@@ -684,8 +684,8 @@ mod tests {
             Layout::ColMajor => MatRef::col_major(&data, rows, cols, ld),
         };
         let (rows_fit, k) = (max_b_copy() / 256, packed::sum_depth(uk, 256, 256).min(256));
-        // Within one sum, both operands within the L2 share (of this CPU's L2: 512 KB on a Zen 3
-        // holds 256 x 256 values of each), rows of B at most 300 floats apart.
+        // Within one sum, both operands within this CPU's L2 share, rows of B at most 300
+        // floats apart.
         let (m, n) = (256.min(max_b_copy() / k), 300.min(max_b_copy() / k));
         assert!(fits_one_thread(uk, m, n, k, &b(Layout::RowMajor, k, n, n)));
         assert!(fits_one_thread(uk, m, n, k, &b(Layout::ColMajor, k, n, k)));

@@ -742,9 +742,7 @@ impl Gpu {
         match families.into_iter().find(|(rows, columns)| std::ptr::eq(kernel, *rows) || columns.has(kernel))
         {
             Some((rows, columns)) => {
-                let fits = |v: &&GpuKernel, operands| {
-                    self.reads_as_they_lie(v, operands) && self.slices_pay(v, rows, operands)
-                };
+                let fits = |v: &&GpuKernel, operands| self.reads_as_they_lie(v, rows, operands);
                 // Else, with both column-major, the variant that reads A as it lies and a
                 // row-major copy of B (rows of `n` floats, 16-byte aligned).
                 let (lda, n) = (operands.lds.0, operands.shape.1);
@@ -760,32 +758,23 @@ impl Gpu {
     }
 
     /// Whether `variant`, a kernel that reads column-major operands with one 16-byte entry
-    /// ([`Padding::AsTheyLie`]), runs on `operands`: its entry reads them as they lie
-    /// ([`GpuKernel::wide`]), and, where it reads `B` column-major, a single product's K slices
-    /// leave no columns of `K` over. The reduction would multiply those by `B`'s columns one
-    /// column a thread, a warp's 32 loads 32 columns apart, which costs more than the copy of
-    /// `B` it saves (measured: `docs/performance-notes.md`).
-    fn reads_as_they_lie(&self, variant: &GpuKernel, operands: Operands) -> bool {
+    /// ([`Padding::AsTheyLie`]), runs on `operands` in place of `rows`, the kernel of its family
+    /// that reads row-major operands: its entry reads them as they lie ([`GpuKernel::wide`]),
+    /// and, where it reads a single product's `B` column-major, its K slices suit it
+    /// ([`slices_fit`]): slices given by hand must, and in the model's own counts (which always
+    /// do) it must be predicted no slower than `rows` in its counts after a copy of `B`. Always
+    /// where the model has no coefficients for them.
+    fn reads_as_they_lie(&self, variant: &GpuKernel, rows: &GpuKernel, operands: Operands) -> bool {
         let Operands { batch, shape: (m, n, k), lds: (lda, ldb), aligned: (a_aligned, b_aligned) } = operands;
         if !variant.wide(a_aligned && b_aligned, lda, ldb, (m, n, k)) {
             return false;
         }
-        // Slices of a 16-byte kernel are a multiple of 4 deep (`split_k`): `k mod 4 slices`
-        // columns are left over; only a single product is split.
-        !variant.spec.reads_b_transposed
-            || batch != 1
-            || k.is_multiple_of(4 * self.k_slices(variant, m, n, k))
-    }
-
-    /// Whether `variant`, where it reads a single product's column-major `B` as it lies, is
-    /// predicted no slower in the K slices it may take ([`slices_fit`]: none leaves columns of
-    /// `K` over) than `rows`, the kernel of its family that reads row-major operands, in its own
-    /// slices after a copy of `B`. Always where the model has no coefficients for them, for
-    /// batches (which are not split) and for slices given by hand.
-    fn slices_pay(&self, variant: &GpuKernel, rows: &GpuKernel, operands: Operands) -> bool {
-        let Operands { batch, shape: (m, n, k), .. } = operands;
-        if !variant.spec.reads_b_transposed || batch != 1 || self.slices.is_some() {
+        // Only a single product is split.
+        if !variant.spec.reads_b_transposed || batch != 1 {
             return true;
+        }
+        if self.slices.is_some() {
+            return slices_fit(&variant.spec, k, self.k_slices(variant, m, n, k));
         }
         let sm_count = self.loaded.info.sm_count as usize;
         let time = |kernel: &GpuKernel| {
@@ -1677,8 +1666,8 @@ fn slices_of(spec: &KernelSpec, slots: usize, m: usize, n: usize, k: usize) -> u
 /// Whether `slices` K slices of a `K` of `k` suit `spec`: any count, except for a kernel that
 /// reads `B` column-major, whose slices (each a multiple of 4 deep, for its 16-byte loads) must
 /// leave no columns of `K` over. The reduction would multiply those by `B`'s columns one column
-/// a thread, a warp's 32 loads 32 columns apart, which costs more than the split gains; the
-/// count that divides `k / 4` evenly is taken instead (measured: `docs/performance-notes.md`).
+/// a thread, a warp's 32 loads 32 columns apart, which costs more than the split or the copy of
+/// `B` gains (`docs/performance-notes.md`).
 pub(crate) fn slices_fit(spec: &KernelSpec, k: usize, slices: usize) -> bool {
     !spec.reads_b_transposed || k.is_multiple_of(4 * slices)
 }
